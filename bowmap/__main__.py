@@ -1,0 +1,5 @@
+import sys
+
+from bowmap.cli import main
+
+sys.exit(main())

@@ -1,0 +1,272 @@
+"""OpenCL platforms and devices: listing, selection, one context per device, program cache.
+
+Every kernel owner gets its programs through :meth:`DeviceContext.program`, which builds a kernel
+source once per (context, build options) and hands the same program to every caller after that.
+PyOpenCL kernels are not thread-safe; programs are, so each worker thread makes its own kernels
+(``program.kernel_name`` creates a fresh one per access) and owns its command queue.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.resources
+import threading
+from dataclasses import dataclass
+
+from bowmap.errors import BowmapError, UsageError
+
+NVIDIA_LIBRARY = "libnvidia-opencl.so.1"
+
+
+def _opencl():
+    """Import pyopencl lazily: commands that need no device (``--help``, ``index --device-mem``)
+    start faster and work even where the OpenCL loader is broken."""
+    try:
+        import pyopencl
+    except ImportError as error:  # pragma: no cover - depends on the installation
+        raise BowmapError(f"cannot import pyopencl ({error}); install bowmap with: pip install 'bowmap[pocl]'") from None
+    return pyopencl
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One OpenCL device as `bowmap devices` shows it. Memory sizes are in bytes."""
+
+    index: int  # position in the flat list over all platforms: what --devices takes
+    platform: str
+    name: str
+    kind: str  # "GPU", "CPU", "ACCELERATOR", ...
+    compute_units: int
+    global_memory: int
+    max_allocation: int
+    local_memory: int
+    opencl_version: str
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "GPU"
+
+
+def _all_devices():
+    cl = _opencl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # the ICD loader raises when it finds no platform at all
+        platforms = []
+    pairs = []
+    for platform in platforms:
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        pairs.extend((platform, device) for device in devices)
+    return pairs
+
+
+def _kind(device_type: int) -> str:
+    # PoCL reports its CPU device as "ALL | CPU": look at the bits, most specific first.
+    cl = _opencl()
+    for bit, word in ((cl.device_type.GPU, "GPU"), (cl.device_type.ACCELERATOR, "ACCELERATOR"), (cl.device_type.CPU, "CPU")):
+        if device_type & bit:
+            return word
+    return "OTHER"
+
+
+def _describe(index, platform, device) -> DeviceInfo:
+    cl = _opencl()
+    return DeviceInfo(
+        index=index,
+        platform=platform.name.strip(),
+        name=device.name.strip(),
+        kind=_kind(device.type),
+        compute_units=device.max_compute_units,
+        global_memory=device.global_mem_size,
+        max_allocation=device.max_mem_alloc_size,
+        local_memory=device.local_mem_size,
+        opencl_version=device.version.strip(),
+    )
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every device of every OpenCL platform, in the order `--devices` indexes them."""
+    return [_describe(i, platform, device) for i, (platform, device) in enumerate(_all_devices())]
+
+
+def nvidia_hint(devices: list[DeviceInfo]) -> str | None:
+    """A fix to print when NVIDIA's OpenCL driver is installed but the loader does not list it.
+
+    NVIDIA's driver ships ``libnvidia-opencl.so.1``; the ICD loader only finds it through an
+    ``nvidia.icd`` file in its vendor folder, which containers often lack.
+    """
+    if any("NVIDIA" in info.platform.upper() for info in devices):
+        return None
+    try:
+        ctypes.CDLL(NVIDIA_LIBRARY)
+    except OSError:
+        return None
+    return (
+        f"{NVIDIA_LIBRARY} is installed but no NVIDIA OpenCL platform is visible: the OpenCL loader "
+        "lacks an nvidia.icd file. Fix: mkdir -p ~/icd && echo "
+        f"{NVIDIA_LIBRARY} > ~/icd/nvidia.icd && cp /etc/OpenCL/vendors/*.icd ~/icd/ 2>/dev/null; "
+        "export OCL_ICD_VENDORS=~/icd"
+    )
+
+
+_PROBE_KERNEL = "__kernel void probe(__global uint *out) { out[get_global_id(0)] = popcount(get_global_id(0)); }"
+
+
+@functools.lru_cache(maxsize=None)
+def build_problem(index: int) -> str | None:
+    """Why device ``index`` cannot build OpenCL kernels, or None when it can.
+
+    PoCL from PyPI (PoCL 3.0, LLVM 14) lists every x86 CPU but fails to compile for processors
+    its LLVM does not know (AMD Zen 5: "unknown target CPU 'generic'"); a system PoCL with a newer
+    LLVM then works where it does not.
+    """
+    cl = _opencl()
+    platform, device = _all_devices()[index]
+    try:
+        cl.Program(cl.Context([device]), _PROBE_KERNEL).build()
+    except cl.Error as error:
+        lines = [line.strip() for line in str(error).splitlines() if "error" in line.lower()]
+        return lines[-1] if lines else str(error).splitlines()[0]
+    return None
+
+
+def _builds(info: DeviceInfo) -> bool:
+    return build_problem(info.index) is None
+
+
+def parse_device_spec(spec: str | None, devices: list[DeviceInfo], builds=_builds) -> list[DeviceInfo]:
+    """Resolve ``--devices``: ``gpu``, ``cpu``, ``all``, or comma-separated indexes (``0,2``).
+
+    ``None`` means every GPU, or when there is none, the CPU. ``cpu`` means one CPU device: the
+    first that can build kernels (several CPU platforms drive the same processor). ``builds``
+    says whether a device can compile kernels; callers that only read device properties pass
+    ``lambda info: True``.
+    """
+    if not devices:
+        hint = nvidia_hint(devices)
+        raise BowmapError(
+            "no OpenCL device found; install a CPU device with: pip install 'bowmap[pocl]'"
+            + (f" ({hint})" if hint else "")
+        )
+    word = None if spec is None else spec.strip().lower()
+    if word is None:
+        gpus = [info for info in devices if info.is_gpu]
+        if gpus:
+            return gpus
+        word = "cpu"
+    if word == "all":
+        return list(devices)
+    if word == "gpu":
+        gpus = [info for info in devices if info.is_gpu]
+        if not gpus:
+            raise BowmapError(f"--devices {spec}: no GPU found (see `bowmap devices`)")
+        return gpus
+    if word == "cpu":
+        cpus = [info for info in devices if info.kind == "CPU"]
+        for info in cpus:
+            if builds(info):
+                return [info]
+        if not cpus:
+            raise BowmapError("no CPU OpenCL device found; install one with: pip install 'bowmap[pocl]'")
+        raise BowmapError(
+            f"no CPU OpenCL device can build kernels here ({cpus[0].platform} {cpus[0].opencl_version}: "
+            f"{build_problem(cpus[0].index)}); install a newer PoCL, e.g. apt-get install pocl-opencl-icd"
+        )
+    chosen = []
+    for part in word.split(","):
+        if not part.strip().isdigit():
+            raise UsageError(f"--devices {spec}: expected gpu, cpu, all or device indexes such as 0,1")
+        index = int(part)
+        if index >= len(devices):
+            raise UsageError(f"--devices {spec}: there is no device {index} (found {len(devices)}; see `bowmap devices`)")
+        if devices[index] not in chosen:
+            chosen.append(devices[index])
+    return chosen
+
+
+def kernel_source(name: str) -> str:
+    """The text of ``opencl/<name>``, read from the installed package's data."""
+    resource = importlib.resources.files("bowmap.opencl").joinpath(name)
+    try:
+        return resource.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BowmapError(f"kernel source {name} is missing from the bowmap installation") from None
+
+
+class DeviceContext:
+    """One OpenCL context for one device, with the programs built on it.
+
+    Build options are passed as a tuple of strings (``("-DTILE=16",)``): the cache key is
+    (source name, options), so the same kernel compiled with other constants is another program.
+    """
+
+    def __init__(self, info: DeviceInfo, device):
+        cl = _opencl()
+        self.info = info
+        self.device = device
+        self.context = cl.Context([device])
+        self._programs: dict[tuple[str, tuple[str, ...]], object] = {}
+        self._lock = threading.Lock()
+
+    def program(self, source_name: str, options: tuple[str, ...] = ()):
+        key = (source_name, tuple(options))
+        with self._lock:
+            program = self._programs.get(key)
+            if program is None:
+                cl = _opencl()
+                try:
+                    program = cl.Program(self.context, kernel_source(source_name)).build(options=list(options))
+                except cl.RuntimeError as error:
+                    raise BowmapError(f"building {source_name} for {self.info.name} failed: {error}") from None
+                self._programs[key] = program
+            return program
+
+    def queue(self):
+        """A new in-order command queue: one per worker thread."""
+        return _opencl().CommandQueue(self.context, self.device)
+
+    def __repr__(self) -> str:
+        return f"DeviceContext({self.info.index}: {self.info.name})"
+
+
+@functools.lru_cache(maxsize=None)
+def _context_for(index: int) -> DeviceContext:
+    platform, device = _all_devices()[index]
+    return DeviceContext(_describe(index, platform, device), device)
+
+
+def open_devices(spec: str | None = None) -> list[DeviceContext]:
+    """Contexts for the devices ``spec`` selects (see :func:`parse_device_spec`).
+
+    Contexts are made once per device per process and shared by every caller.
+    """
+    return [_context_for(info.index) for info in parse_device_spec(spec, list_devices())]
+
+
+def format_memory(size: int) -> str:
+    """Bytes as a short binary-unit string: 1536 -> '1.5 KiB'."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def parse_memory(text: str) -> int:
+    """'512M', '2G', '1.5GiB', '4096' -> bytes (binary units; a bare number is bytes)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    word = text.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (word[:-1], word[-1]) if word and word[-1] in units else (word, "")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise UsageError(f"{text!r} is not a memory size (examples: 512M, 2G, 1.5GiB)") from None
+    if not value > 0:
+        raise UsageError(f"memory size {text!r} must be positive")
+    return int(value)
+

@@ -1,0 +1,137 @@
+"""Owner of ``opencl/fm_search.cl``: exact FM-index search and locate on an OpenCL device.
+
+Usage: upload each block once per device (:class:`DeviceBlock`, shared by every queue of that
+context), then give each worker thread its own :class:`FMSearch` (own queue, own kernels).
+Patterns travel as one concatenated ``uint8`` code array with per-pattern offsets and lengths,
+the layout a chunk of reads and its seeds already has.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.cltypes as cltypes
+
+from bowmap.devices import DeviceContext
+from bowmap.errors import BowmapError
+from bowmap.index import FMIndex, IndexBlock
+
+SOURCE = "fm_search.cl"
+
+
+class DeviceBlock:
+    """One index block's read-only buffers in one device context."""
+
+    def __init__(self, device: DeviceContext, block: IndexBlock):
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        context = device.context
+        for name, array in (("occ", block.occ), ("marks", block.marks), ("samples", block.samples)):
+            if array.nbytes > device.info.max_allocation:
+                raise BowmapError(
+                    f"index block {block.number} needs a {array.nbytes}-byte buffer but {device.info.name} "
+                    f"allows {device.info.max_allocation}: rebuild the index with --device-mem for this device"
+                )
+        self.block = block
+        self.occ = cl.Buffer(context, flags, hostbuf=block.occ)
+        self.marks = cl.Buffer(context, flags, hostbuf=block.marks)
+        # A zero-size buffer is not allowed: a block always has its offset-0 suffix sampled.
+        self.samples = cl.Buffer(context, flags, hostbuf=block.samples)
+        self.first_rows = cltypes.make_uint4(*(int(value) for value in block.first_rows))
+
+
+def _as_u32(array, what: str) -> np.ndarray:
+    array = np.asarray(array)
+    if array.size and (array.min() < 0 or array.max() >= 2**32):
+        raise ValueError(f"{what} must fit in uint32")
+    return np.ascontiguousarray(array, dtype=np.uint32)
+
+
+class FMSearch:
+    """Kernels and a command queue for one worker thread on one device."""
+
+    def __init__(self, device: DeviceContext, queue: cl.CommandQueue | None = None):
+        self.device = device
+        self.queue = queue if queue is not None else device.queue()
+        program = device.program(SOURCE)
+        self._search = cl.Kernel(program, "fm_search")
+        self._locate = cl.Kernel(program, "fm_locate")
+        self._group = self._work_group_size(self._search)
+
+    def _work_group_size(self, kernel) -> int:
+        multiple = kernel.get_work_group_info(cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, self.device.device)
+        largest = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device.device)
+        return max(1, min(largest, multiple * 4))
+
+    def _global_size(self, count: int) -> tuple[int]:
+        return (-(-count // self._group) * self._group,)
+
+    def search(self, block: DeviceBlock, codes, offsets, lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """SA intervals [lo, hi) of each pattern in ``block`` (``lo = hi = 0`` when absent) and
+        ``depth``, the length of the pattern's longest suffix that occurs. All uint32."""
+        codes = np.ascontiguousarray(codes, dtype=np.uint8)
+        offsets = _as_u32(offsets, "pattern offsets")
+        lengths = _as_u32(lengths, "pattern lengths")
+        count = len(offsets)
+        if len(lengths) != count:
+            raise ValueError("offsets and lengths differ in size")
+        if count and int((offsets.astype(np.int64) + lengths).max()) > len(codes):
+            raise ValueError("a pattern reaches past the end of codes")
+        results = [np.zeros(count, dtype=np.uint32) for _ in range(3)]
+        if count == 0:
+            return tuple(results)
+        context = self.device.context
+        mf = cl.mem_flags
+        inputs = [
+            cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=array if array.size else np.zeros(1, array.dtype))
+            for array in (codes, offsets, lengths)
+        ]
+        outputs = [cl.Buffer(context, mf.WRITE_ONLY, size=4 * count) for _ in range(3)]
+        self._search(
+            self.queue, self._global_size(count), (self._group,),
+            block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,
+            *inputs, np.uint32(count), *outputs,
+        )
+        for host, device in zip(results, outputs):
+            cl.enqueue_copy(self.queue, host, device)
+        self.queue.finish()
+        return tuple(results)
+
+    def locate(self, block: DeviceBlock, rows) -> np.ndarray:
+        """Block offsets (uint32) of the suffixes at ``rows`` (each in 1..n)."""
+        rows = _as_u32(rows, "rows")
+        count = len(rows)
+        positions = np.zeros(count, dtype=np.uint32)
+        if count == 0:
+            return positions
+        if rows.min() < 1 or rows.max() > block.block.length:
+            raise ValueError(f"rows must lie in 1..{block.block.length}")
+        mf = cl.mem_flags
+        rows_device = cl.Buffer(self.device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=rows)
+        positions_device = cl.Buffer(self.device.context, mf.WRITE_ONLY, size=4 * count)
+        self._locate(
+            self.queue, self._global_size(count), (self._group,),
+            block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
+            rows_device, np.uint32(count), positions_device,
+        )
+        cl.enqueue_copy(self.queue, positions, positions_device)
+        self.queue.finish()
+        return positions
+
+
+def exact_matches(index: FMIndex, device: DeviceContext, codes, offsets, lengths) -> tuple[np.ndarray, np.ndarray]:
+    """Every occurrence of every pattern in the whole text, through the kernels.
+
+    Returns (pattern, text position) pairs, sorted, each once although blocks overlap.
+    """
+    searcher = FMSearch(device)
+    pattern_parts, position_parts = [], []
+    for block in index.blocks:
+        device_block = DeviceBlock(device, block)
+        lo, hi, _ = searcher.search(device_block, codes, offsets, lengths)
+        sizes = (hi - lo).astype(np.int64)
+        patterns = np.repeat(np.arange(len(sizes)), sizes)
+        rows = np.repeat(lo.astype(np.int64) - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+        pattern_parts.append(patterns)
+        position_parts.append(searcher.locate(device_block, rows).astype(np.int64) + block.start)
+    pairs = np.unique(np.stack([np.concatenate(pattern_parts), np.concatenate(position_parts)], axis=1), axis=0)
+    return pairs[:, 0], pairs[:, 1]

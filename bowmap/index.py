@@ -1,0 +1,181 @@
+"""Loading a bowmap index (see :mod:`bowmap.index_format`) and mapping text coordinates.
+
+Coordinates: "text" positions are 0-based offsets in the concatenation of all contigs; block
+positions are offsets inside one block's text (add the block's ``start`` for text positions);
+contig positions are 0-based offsets inside a contig.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap.errors import BowmapError
+from bowmap.index_format import (
+    FORMAT_VERSION,
+    MAGIC,
+    MANIFEST_SUFFIX,
+    WORDS_PER_LINE,
+    group_count,
+    line_count,
+    unpack_2bit,
+)
+
+
+@dataclass
+class IndexBlock:
+    """One block's FM-index, in host memory."""
+
+    number: int
+    start: int  # text position of the block's first base
+    length: int  # n
+    primary: int
+    symbol_counts: np.ndarray  # int64[4]
+    occ: np.ndarray  # uint32[lines, 16]
+    marks: np.ndarray  # uint32[groups, 4]
+    samples: np.ndarray  # uint32
+
+    @property
+    def first_rows(self) -> np.ndarray:
+        """C: row of the first suffix starting with A, C, G, T (row 0 is the empty suffix)."""
+        return (1 + np.concatenate(([0], np.cumsum(self.symbol_counts)[:3]))).astype(np.int64)
+
+
+@dataclass
+class FMIndex:
+    prefix: str
+    manifest: dict
+    contig_names: list[str]
+    contig_starts: np.ndarray  # int64, text positions
+    contig_lengths: np.ndarray  # int64
+    ambiguous_starts: np.ndarray  # int64, text positions of ambiguous runs
+    ambiguous_lengths: np.ndarray  # int64
+    packed: np.ndarray  # uint8, 2-bit packed text
+    blocks: list[IndexBlock]
+
+    @property
+    def total_length(self) -> int:
+        return int(self.manifest["total_length"])
+
+    @property
+    def sa_sample(self) -> int:
+        return int(self.manifest["parameters"]["sa_sample"])
+
+    @property
+    def max_read_length(self) -> int:
+        return int(self.manifest["parameters"]["max_read_length"])
+
+    def text(self, start: int = 0, length: int | None = None) -> np.ndarray:
+        """Codes 0..3 of the indexed text (ambiguous bases read as their random stand-ins)."""
+        length = self.total_length - start if length is None else length
+        return unpack_2bit(self.packed, start, length)
+
+    def to_contig(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Text positions -> (contig index, 0-based position in that contig)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        contigs = np.searchsorted(self.contig_starts, positions, side="right") - 1
+        return contigs, positions - self.contig_starts[contigs]
+
+    def span_is_clean(self, positions: np.ndarray, length: int | np.ndarray) -> np.ndarray:
+        """For each text span [position, position + length): True when it lies inside one contig
+        and touches no ambiguous base, so an alignment there may be reported."""
+        positions = np.asarray(positions, dtype=np.int64)
+        ends = positions + np.asarray(length, dtype=np.int64)
+        contigs, _ = self.to_contig(positions)
+        inside = ends <= self.contig_starts[contigs] + self.contig_lengths[contigs]
+        hole_ends = self.ambiguous_starts + self.ambiguous_lengths
+        # The first hole ending after the span's start must begin at or after the span's end.
+        first = np.searchsorted(hole_ends, positions, side="right")
+        clear = np.ones(len(positions), dtype=bool)
+        has_hole = first < len(hole_ends)
+        clear[has_hole] = self.ambiguous_starts[first[has_hole]] >= ends[has_hole]
+        return inside & clear
+
+
+def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: bool) -> np.ndarray:
+    path = os.path.join(os.path.dirname(os.path.abspath(prefix)), entry["name"])
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise BowmapError(f"{path}: index file missing (rebuild the index with `bowmap index`)") from None
+    except OSError as error:
+        raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+    if len(data) != entry["bytes"]:
+        raise BowmapError(f"{path}: index file truncated or damaged ({len(data)} bytes, expected {entry['bytes']})")
+    if verify and hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        raise BowmapError(f"{path}: index file corrupted (SHA-256 does not match the manifest)")
+    expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if expected != len(data):
+        raise BowmapError(f"{path}: index file has {len(data)} bytes where the manifest's layout needs {expected}")
+    return np.frombuffer(data, dtype=dtype).reshape(shape)  # read-only: an index is never changed
+
+
+def read_manifest(prefix: str) -> dict:
+    path = prefix + MANIFEST_SUFFIX
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise BowmapError(f"{path}: no bowmap index at {prefix!r} (build one with `bowmap index REF.fa {prefix}`)") from None
+    except OSError as error:
+        raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+    try:
+        manifest = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("magic") != MAGIC:
+        raise BowmapError(f"{path}: not a bowmap index manifest")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise BowmapError(
+            f"{path}: index format version {version} is not the one this bowmap reads ({FORMAT_VERSION}); rebuild the index"
+        )
+    return manifest
+
+
+def load_index(prefix: str, verify: bool = True) -> FMIndex:
+    """Read and check the index at ``prefix``. With ``verify``, every file's SHA-256 is checked."""
+    manifest = read_manifest(prefix)
+    try:
+        contigs = manifest["contigs"]
+        total = int(manifest["total_length"])
+        sa_sample = int(manifest["parameters"]["sa_sample"])
+        packed = _load_file(prefix, manifest["files"]["pac"], np.uint8, (-(-total // 4),), verify)
+        blocks = []
+        for number, block in enumerate(manifest["blocks"]):
+            n = int(block["length"])
+            files = block["files"]
+            marks = _load_file(prefix, files["mrk"], np.uint32, (group_count(n), 4), verify)
+            blocks.append(
+                IndexBlock(
+                    number=number,
+                    start=int(block["start"]),
+                    length=n,
+                    primary=int(block["primary"]),
+                    symbol_counts=np.array(block["symbol_counts"], dtype=np.int64),
+                    occ=_load_file(prefix, files["occ"], np.uint32, (line_count(n), WORDS_PER_LINE), verify),
+                    marks=marks,
+                    samples=_load_file(prefix, files["sa"], np.uint32, (files["sa"]["bytes"] // 4,), verify),
+                )
+            )
+        index = FMIndex(
+            prefix=prefix,
+            manifest=manifest,
+            contig_names=[contig["name"] for contig in contigs],
+            contig_starts=np.array([contig["start"] for contig in contigs], dtype=np.int64),
+            contig_lengths=np.array([contig["length"] for contig in contigs], dtype=np.int64),
+            ambiguous_starts=np.array(manifest["ambiguous"]["starts"], dtype=np.int64),
+            ambiguous_lengths=np.array(manifest["ambiguous"]["lengths"], dtype=np.int64),
+            packed=packed,
+            blocks=blocks,
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise BowmapError(f"{prefix}{MANIFEST_SUFFIX}: damaged manifest ({type(error).__name__}: {error})") from None
+    if sa_sample < 1 or not blocks:
+        raise BowmapError(f"{prefix}{MANIFEST_SUFFIX}: damaged manifest (no blocks or bad sa_sample)")
+    return index

@@ -1,0 +1,193 @@
+"""`bowmap index`: reference FASTA -> packed reference + blocked FM-index, written atomically.
+
+Everything is written into a temporary folder beside the prefix; only when every file is there
+are they renamed into place, the manifest last, so a failed or interrupted build never leaves
+an index that loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap import __version__
+from bowmap.errors import BowmapError
+from bowmap.index_format import (
+    AMBIGUOUS,
+    DEFAULT_MAX_READ_LENGTH,
+    DEFAULT_SA_SAMPLE,
+    FORMAT_VERSION,
+    MAGIC,
+    MANIFEST_SUFFIX,
+    SEAM_MARGIN,
+    pack_2bit,
+)
+from bowmap.index_builder.blocks import block_bases_for_memory, plan_blocks
+from bowmap.index_builder.fasta import Reference, read_reference
+from bowmap.index_builder.fm_block import build_block
+
+log = logging.getLogger("bowmap.index")
+
+# Seed of the pseudo-random bases that stand in for ambiguous ones in the indexed text (as BWA
+# does): random rather than a constant base, so long N runs make no huge poly-A SA intervals.
+AMBIGUOUS_FILL_SEED = 0x6A6D
+
+
+@dataclass
+class IndexOptions:
+    """Parameters of one index build. Memory sizes in bytes."""
+
+    reference: str
+    prefix: str
+    device_memory: int  # global memory of the smallest target device
+    max_allocation: int  # the largest single buffer that device allows
+    sa_sample: int = DEFAULT_SA_SAMPLE
+    max_read_length: int = DEFAULT_MAX_READ_LENGTH
+    progress: bool = False
+
+    @property
+    def overlap(self) -> int:
+        return self.max_read_length + SEAM_MARGIN
+
+
+class _Phase:
+    """Logs one line with the elapsed time when a phase of the build ends."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        self.started = time.perf_counter()
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            log.info("%s [%.2f s]", self.what, time.perf_counter() - self.started)
+
+
+def indexed_text(reference: Reference) -> np.ndarray:
+    """The reference's codes with each ambiguous base replaced by a reproducible random base."""
+    text = reference.codes.copy()
+    ambiguous = np.flatnonzero(text == AMBIGUOUS)
+    rng = np.random.default_rng(AMBIGUOUS_FILL_SEED)
+    text[ambiguous] = rng.integers(0, 4, size=len(ambiguous), dtype=np.uint8)
+    return text
+
+
+def _write_array(folder: str, name: str, array: np.ndarray) -> dict:
+    """Write ``array`` raw to ``folder/name``; return its manifest entry (name, bytes, sha256)."""
+    array = np.ascontiguousarray(array)
+    with open(os.path.join(folder, name), "wb") as handle:
+        handle.write(memoryview(array).cast("B"))
+    return {"name": name, "bytes": int(array.nbytes), "sha256": hashlib.sha256(memoryview(array).cast("B")).hexdigest()}
+
+
+def _make_workspace(prefix: str) -> str:
+    folder = os.path.dirname(os.path.abspath(prefix))
+    if not os.path.isdir(folder):
+        raise BowmapError(f"{prefix}: cannot write the index, folder {folder} does not exist")
+    try:
+        return tempfile.mkdtemp(prefix=f".{os.path.basename(prefix)}.", suffix=".bowmap-tmp", dir=folder)
+    except OSError as error:
+        raise BowmapError(f"{prefix}: cannot write the index in {folder} ({error.strerror})") from None
+
+
+def _install(workspace: str, prefix: str, manifest: dict) -> None:
+    """Move the built files to their final names, the manifest last."""
+    folder = os.path.dirname(os.path.abspath(prefix))
+    manifest_path = prefix + MANIFEST_SUFFIX
+    if os.path.lexists(manifest_path):
+        os.unlink(manifest_path)  # an older index at this prefix stops loading before its files change
+    entries = [manifest["files"]["pac"]] + [entry for block in manifest["blocks"] for entry in block["files"].values()]
+    for entry in entries:
+        os.replace(os.path.join(workspace, entry["name"]), os.path.join(folder, entry["name"]))
+    os.replace(os.path.join(workspace, os.path.basename(manifest_path)), manifest_path)
+
+
+def build_index(options: IndexOptions) -> dict:
+    """Build the index; return its manifest. Raises :class:`BowmapError` on bad input."""
+    from tqdm import tqdm
+
+    started = time.perf_counter()
+    workspace = _make_workspace(options.prefix)
+    try:
+        with _Phase("read reference") as phase:
+            reference = read_reference(options.reference)
+            hole_starts, hole_lengths = reference.ambiguous_runs()
+            total = len(reference.codes)
+            phase.what = (
+                f"read {options.reference}: {len(reference.names)} contig(s), {total} bases, "
+                f"{len(hole_starts)} ambiguous run(s) ({int(hole_lengths.sum())} bases)"
+            )
+        base = os.path.basename(options.prefix)
+        with _Phase("pack reference") as phase:
+            text = indexed_text(reference)
+            del reference.codes
+            pac_entry = _write_array(workspace, f"{base}.pac", pack_2bit(text))
+            phase.what = f"packed reference: {pac_entry['bytes']} bytes"
+
+        block_bases = block_bases_for_memory(options.device_memory, options.max_allocation, options.sa_sample)
+        plan = plan_blocks(total, block_bases, options.overlap)
+        log.info(
+            "%d block(s) of at most %d bases (device memory %d bytes, overlap %d bases)",
+            len(plan), block_bases, options.device_memory, options.overlap,
+        )
+        blocks = []
+        bar = tqdm(plan, desc="index blocks", unit="block", disable=not options.progress, leave=False)
+        for number, (start, length) in enumerate(bar):
+            with _Phase(f"block {number}: {length} bases from {start}"):
+                arrays = build_block(text[start : start + length], options.sa_sample)
+                files = {
+                    kind: _write_array(workspace, f"{base}.{number}.{kind}", array)
+                    for kind, array in (("occ", arrays.occ), ("mrk", arrays.marks), ("sa", arrays.samples))
+                }
+                blocks.append(
+                    {
+                        "start": start,
+                        "length": length,
+                        "primary": arrays.primary,
+                        "symbol_counts": arrays.symbol_counts.tolist(),
+                        "files": files,
+                    }
+                )
+                del arrays
+        manifest = {
+            "magic": MAGIC,
+            "format_version": FORMAT_VERSION,
+            "bowmap_version": __version__,
+            "reference": os.path.abspath(options.reference),
+            "parameters": {
+                "sa_sample": options.sa_sample,
+                "max_read_length": options.max_read_length,
+                "overlap": options.overlap,
+                "block_bases": block_bases,
+                "device_memory": options.device_memory,
+                "max_allocation": options.max_allocation,
+            },
+            "total_length": total,
+            "contigs": [
+                {"name": name, "start": int(start), "length": int(length)}
+                for name, start, length in zip(reference.names, reference.starts, reference.lengths)
+            ],
+            "ambiguous": {"starts": hole_starts.tolist(), "lengths": hole_lengths.tolist()},
+            "files": {"pac": pac_entry},
+            "blocks": blocks,
+        }
+        with open(os.path.join(workspace, base + MANIFEST_SUFFIX), "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=1)
+            handle.write("\n")
+        _install(workspace, options.prefix, manifest)
+    except OSError as error:
+        raise BowmapError(f"{options.prefix}: writing the index failed ({error.strerror or error})") from None
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
+    log.info("index %s written [%.2f s]", options.prefix, time.perf_counter() - started)
+    return manifest

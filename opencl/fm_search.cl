@@ -1,0 +1,125 @@
+/* fm_search.cl -- exact FM-index search and locate over one index block.
+ *
+ * Work-items: fm_search runs one work-item per pattern (a backward search of its bases, last to
+ * first); fm_locate runs one work-item per suffix-array row (LF steps until a sampled row).
+ * Both guard `gid < count`, so the global size may be rounded up to the work-group size.
+ *
+ * Buffers (layouts in bowmap/index_format.py):
+ *   lines   uint[lines][16]  occurrence lines: 4 counts (A,C,G,T before the line), then 12 words
+ *                            of 16 bases, 2 bits each, base j of a word in bits 2j..2j+1;
+ *                            192 bases a line, 64 bytes: one rank query reads one cache line.
+ *   marks   uint4[groups]    x: marked rows before the group, y,z,w: mark bits of its 96 rows.
+ *   samples uint[]           block offset of each marked row's suffix, in row order.
+ *   codes   uchar[]          pattern bases 0..3 (4 or more: ambiguous, never matches);
+ *                            pattern i is codes[offsets[i] .. offsets[i] + lengths[i]).
+ * first_rows (C): row of the first suffix starting with A, C, G, T; row 0 is the empty suffix.
+ * Rows run 0..n; the stored BWT leaves out row `primary` (its symbol is "$"), so row r is stored
+ * at r - (r > primary), and rank(c, r) = occurrences of c in stored BWT [0, r - (r > primary)).
+ *
+ * Invariants: n < 2^31 (all arithmetic in uint); fm_locate is given rows 1..n only; the suffix
+ * starting at 0 is sampled, so LF never has to step over row `primary`.
+ */
+
+#define BASES_PER_LINE 192u
+#define LINE_WORDS 16u
+#define ROWS_PER_GROUP 96u
+#define EVEN_BITS 0x55555555u
+
+/* One bit (the even bit of each 2-bit field) for every base of `word` equal to `code`. */
+inline uint match_bits(uint word, uint code)
+{
+    uint x = word ^ (code * EVEN_BITS);
+    return ~(x | (x >> 1)) & EVEN_BITS;
+}
+
+inline uint rank(__global const uint *lines, uint primary, uint row, uint code)
+{
+    uint stored = row - (row > primary);
+    uint line = stored / BASES_PER_LINE;
+    uint within = stored - line * BASES_PER_LINE;
+    __global const uint *base = lines + (size_t)line * LINE_WORDS;
+    uint count = base[code];
+    uint full = within >> 4;
+    for (uint w = 0; w < full; ++w)
+        count += popcount(match_bits(base[4 + w], code));
+    uint rest = within & 15u;
+    if (rest)
+        count += popcount(match_bits(base[4 + full], code) & ((1u << (2u * rest)) - 1u));
+    return count;
+}
+
+inline uint first_row(uint4 first_rows, uint code)
+{
+    return code == 0 ? first_rows.x : code == 1 ? first_rows.y : code == 2 ? first_rows.z : first_rows.w;
+}
+
+/* Interval [lo, hi) of rows whose suffixes start with the pattern; lo = hi = 0 when it does not
+ * occur. depth = length of the longest suffix of the pattern that occurs. The empty pattern
+ * matches every real suffix: [1, n + 1). */
+__kernel void fm_search(__global const uint *lines, const uint primary, const uint n,
+                        const uint4 first_rows,
+                        __global const uchar *codes, __global const uint *offsets,
+                        __global const uint *lengths, const uint count,
+                        __global uint *lo_out, __global uint *hi_out, __global uint *depth_out)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    uint start = offsets[gid];
+    uint length = lengths[gid];
+    uint lo = 1, hi = n + 1, depth = 0;
+    for (uint k = length; k > 0; --k) {
+        uint code = codes[start + k - 1];
+        if (code > 3) {
+            lo = hi = 0;
+            break;
+        }
+        /* Starting from [0, n + 1) or [1, n + 1) gives the same ranks except for the base
+         * preceding the empty suffix, which belongs in the interval: so the first step uses 0. */
+        uint c = first_row(first_rows, code);
+        uint new_lo = c + rank(lines, primary, depth == 0 ? 0u : lo, code);
+        uint new_hi = c + rank(lines, primary, hi, code);
+        if (new_lo >= new_hi) {
+            lo = hi = 0;
+            break;
+        }
+        lo = new_lo;
+        hi = new_hi;
+        ++depth;
+    }
+    lo_out[gid] = lo;
+    hi_out[gid] = hi;
+    depth_out[gid] = depth;
+}
+
+/* Block offset of the suffix at each given row. */
+__kernel void fm_locate(__global const uint *lines, const uint primary, const uint4 first_rows,
+                        __global const uint4 *marks, __global const uint *samples,
+                        __global const uint *rows, const uint count, __global uint *positions)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    uint row = rows[gid];
+    uint steps = 0;
+    for (;;) {
+        uint4 group = marks[row / ROWS_PER_GROUP];
+        uint within = row % ROWS_PER_GROUP;
+        uint word = within >> 5;
+        uint bit = within & 31u;
+        uint bits = word == 0 ? group.y : word == 1 ? group.z : group.w;
+        if ((bits >> bit) & 1u) {
+            uint marked = group.x + popcount(bits & ((1u << bit) - 1u));
+            if (word > 0) marked += popcount(group.y);
+            if (word > 1) marked += popcount(group.z);
+            positions[gid] = samples[marked] + steps;
+            return;
+        }
+        uint stored = row - (row > primary);
+        uint line = stored / BASES_PER_LINE;
+        uint offset = stored - line * BASES_PER_LINE;
+        uint code = (lines[(size_t)line * LINE_WORDS + 4 + (offset >> 4)] >> (2u * (offset & 15u))) & 3u;
+        row = first_row(first_rows, code) + rank(lines, primary, row, code);
+        ++steps;
+    }
+}
