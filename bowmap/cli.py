@@ -101,28 +101,24 @@ def _run_devices(args) -> int:
 
 
 def _run_index(args) -> int:
-    from bowmap.devices import list_devices, parse_device_spec, parse_memory
+    from bowmap.devices import parse_memory
     from bowmap.index_builder.build import IndexOptions, build_index
 
     if args.sa_sample < 1:
         raise UsageError(f"--sa-sample {args.sa_sample}: must be at least 1")
     if args.max_read_length < 1:
         raise UsageError(f"--max-read-length {args.max_read_length}: must be at least 1")
+    device_memory = max_allocation = None
     if args.device_mem is not None:
         device_memory = parse_memory(args.device_mem)
         # OpenCL guarantees a single buffer at least a quarter of global memory.
         max_allocation = device_memory // 4
-    else:
-        # Only the devices' memory matters here: no kernel is built, so no build probe.
-        selected = parse_device_spec(args.devices, list_devices(), builds=lambda info: True)
-        smallest = min(selected, key=lambda info: info.global_memory)
-        device_memory, max_allocation = smallest.global_memory, smallest.max_allocation
-        log.info("sizing blocks for %s (%d bytes of global memory)", smallest.name, device_memory)
     options = IndexOptions(
         reference=args.reference,
         prefix=args.prefix,
         device_memory=device_memory,
         max_allocation=max_allocation,
+        devices=args.devices,
         sa_sample=args.sa_sample,
         max_read_length=args.max_read_length,
         progress=not args.no_progress and sys.stderr.isatty(),
@@ -152,8 +148,29 @@ def _run_inspect(args) -> int:
 _COMMANDS = {"devices": _run_devices, "index": _run_index, "inspect": _run_inspect}
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (tests swap it), not the one at start."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def _setup_logging() -> None:
+    root = logging.getLogger("bowmap")
+    if not any(isinstance(handler, _StderrHandler) for handler in root.handlers):
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+        root.addHandler(handler)
+        root.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(format="[%(name)s] %(message)s", stream=sys.stderr)
+    _setup_logging()
     try:
         args = _build_parser().parse_args(argv)
         logging.getLogger("bowmap").setLevel(logging.WARNING if args.quiet else logging.INFO)

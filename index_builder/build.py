@@ -47,8 +47,11 @@ class IndexOptions:
 
     reference: str
     prefix: str
-    device_memory: int  # global memory of the smallest target device
-    max_allocation: int  # the largest single buffer that device allows
+    # Global memory of the smallest target device and the largest buffer it allows; None: ask
+    # the OpenCL devices that ``devices`` selects (see bowmap.devices.parse_device_spec).
+    device_memory: int | None = None
+    max_allocation: int | None = None
+    devices: str | None = None
     sa_sample: int = DEFAULT_SA_SAMPLE
     max_read_length: int = DEFAULT_MAX_READ_LENGTH
     progress: bool = False
@@ -112,6 +115,18 @@ def _install(workspace: str, prefix: str, manifest: dict) -> None:
     os.replace(os.path.join(workspace, os.path.basename(manifest_path)), manifest_path)
 
 
+def _device_limits(options: IndexOptions) -> tuple[int, int]:
+    if options.device_memory is not None:
+        return options.device_memory, options.max_allocation or options.device_memory // 4
+    from bowmap.devices import list_devices, parse_device_spec
+
+    # Only the devices' memory matters here: no kernel is built, so no build probe.
+    selected = parse_device_spec(options.devices, list_devices(), builds=lambda info: True)
+    smallest = min(selected, key=lambda info: info.global_memory)
+    log.info("sizing blocks for %s (%d bytes of global memory)", smallest.name, smallest.global_memory)
+    return smallest.global_memory, smallest.max_allocation
+
+
 def build_index(options: IndexOptions) -> dict:
     """Build the index; return its manifest. Raises :class:`BowmapError` on bad input."""
     from tqdm import tqdm
@@ -134,11 +149,12 @@ def build_index(options: IndexOptions) -> dict:
             pac_entry = _write_array(workspace, f"{base}.pac", pack_2bit(text))
             phase.what = f"packed reference: {pac_entry['bytes']} bytes"
 
-        block_bases = block_bases_for_memory(options.device_memory, options.max_allocation, options.sa_sample)
+        device_memory, max_allocation = _device_limits(options)
+        block_bases = block_bases_for_memory(device_memory, max_allocation, options.sa_sample)
         plan = plan_blocks(total, block_bases, options.overlap)
         log.info(
             "%d block(s) of at most %d bases (device memory %d bytes, overlap %d bases)",
-            len(plan), block_bases, options.device_memory, options.overlap,
+            len(plan), block_bases, device_memory, options.overlap,
         )
         blocks = []
         bar = tqdm(plan, desc="index blocks", unit="block", disable=not options.progress, leave=False)
@@ -169,8 +185,8 @@ def build_index(options: IndexOptions) -> dict:
                 "max_read_length": options.max_read_length,
                 "overlap": options.overlap,
                 "block_bases": block_bases,
-                "device_memory": options.device_memory,
-                "max_allocation": options.max_allocation,
+                "device_memory": device_memory,
+                "max_allocation": max_allocation,
             },
             "total_length": total,
             "contigs": [

@@ -1,0 +1,149 @@
+"""The command line: the main job on data/, and one clear line with exit code 1 (or 2) for every
+kind of bad input, with nothing half-written left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bowmap.cli import main
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+LAMBDA = DATA / "lambda_virus.fa"
+
+
+def run(capsys, *argv):
+    code = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_one_line_error(err: str, *needles: str):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("bowmap: error: ")
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_index_and_inspect_the_bundled_genome(tmp_path, capsys):
+    prefix = tmp_path / "lambda"
+    code, _, err = run(capsys, "index", LAMBDA, prefix, "--no-progress")
+    assert code == 0, err
+    assert "1 contig(s), 48502 bases" in err and "written" in err
+    code, out, err = run(capsys, "inspect", prefix)
+    assert code == 0, err
+    assert "contig\tgi|9626243|ref|NC_001416.1|\t48502" in out
+
+
+def test_small_device_memory_gives_many_blocks(tmp_path, capsys):
+    prefix = tmp_path / "lambda"
+    code, _, err = run(capsys, "-q", "index", LAMBDA, prefix, "--device-mem", "16K", "--max-read-length", "100")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "lambda.bmi").read_text())
+    assert len(manifest["blocks"]) >= 5
+    starts = [block["start"] for block in manifest["blocks"]]
+    ends = [block["start"] + block["length"] for block in manifest["blocks"]]
+    assert all(end - start >= 356 for start, end in zip(starts[1:], ends[:-1]))  # overlap = 100 + 256
+    assert ends[-1] == 48502
+
+
+def write(tmp_path, name, content: str) -> Path:
+    path = tmp_path / name
+    path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize(
+    "content, needles",
+    [
+        (None, ("no such file",)),
+        ("", ("empty file",)),
+        ("@read1\nACGT\n+\nIIII\n", (":1: not a FASTA file",)),
+        (">a\nACGT\n>b\n\n>c\nAC\n", (":3: record 'b' has no sequence",)),
+        (">a\nACGT\n>a\nAC\n", (":3: duplicate record name 'a'",)),
+    ],
+)
+def test_bad_reference(tmp_path, capsys, content, needles):
+    reference = tmp_path / "ref.fa" if content is None else write(tmp_path, "ref.fa", content)
+    before = set(os.listdir(tmp_path))
+    code, _, err = run(capsys, "index", reference, tmp_path / "idx", "--device-mem", "1G")
+    assert code == 1
+    assert_one_line_error(err, str(reference), *needles)
+    assert set(os.listdir(tmp_path)) == before  # nothing half-written
+
+
+def test_unwritable_output_folder(tmp_path, capsys):
+    blocker = write(tmp_path, "file", "not a folder")
+    for prefix in (blocker / "idx", tmp_path / "absent" / "idx"):
+        code, _, err = run(capsys, "index", LAMBDA, prefix, "--device-mem", "1G")
+        assert code == 1
+        assert_one_line_error(err, str(prefix), "cannot write")
+
+
+@pytest.fixture
+def lambda_index(tmp_path, capsys):
+    prefix = tmp_path / "lambda"
+    assert run(capsys, "-q", "index", LAMBDA, prefix, "--device-mem", "1G")[0] == 0
+    return prefix
+
+
+def test_index_of_another_format_version(lambda_index, capsys):
+    manifest_path = Path(f"{lambda_index}.bmi")
+    manifest = json.loads(manifest_path.read_text())
+    manifest["format_version"] = 99
+    manifest_path.write_text(json.dumps(manifest))
+    code, _, err = run(capsys, "inspect", lambda_index)
+    assert code == 1
+    assert_one_line_error(err, str(manifest_path), "format version 99")
+
+
+def test_truncated_index_file(lambda_index, capsys):
+    occ = Path(f"{lambda_index}.0.occ")
+    os.truncate(occ, occ.stat().st_size // 2)
+    code, _, err = run(capsys, "inspect", lambda_index)
+    assert code == 1
+    assert_one_line_error(err, str(occ), "truncated")
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["index", "x.fa"], "the following arguments are required"),
+        (["index", "x.fa", "p", "--device-mem", "lots"], "not a memory size"),
+        (["index", "x.fa", "p", "--device-mem", "0"], "must be positive"),
+        (["index", "x.fa", "p", "--sa-sample", "0"], "--sa-sample"),
+        (["devices", "--devices", "7"], "there is no device 7"),
+        (["devices", "--devices", "fast"], "expected gpu, cpu, all"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_usage_errors_exit_2(capsys, argv, needle):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert_one_line_error(err, needle)
+
+
+def test_devices_lists_the_cpu(capsys):
+    code, out, _ = run(capsys, "devices")
+    assert code == 0
+    header, *rows = out.strip().splitlines()
+    assert header.split("\t")[:4] == ["#", "platform", "device", "type"]
+    assert any(row.split("\t")[3] == "CPU" and row.endswith("*") for row in rows)
+
+
+def test_console_script_reports_errors_without_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "bowmap", "index", str(tmp_path / "missing.fa"), str(tmp_path / "idx")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert_one_line_error(result.stderr, "missing.fa", "no such file")

@@ -1,0 +1,33 @@
+"""A plain (non-editable) install carries the kernel sources and finds them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_wheel_contains_and_finds_the_kernel_sources(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheel"), str(ROOT)],
+        check=True,
+    )
+    (wheel,) = (tmp_path / "wheel").glob("bowmap-*.whl")
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True)
+    probe = (
+        "import bowmap.devices, bowmap.index_builder.build, pathlib;"
+        "print(bowmap.devices.__file__);"
+        "print(bowmap.devices.kernel_source('fm_search.cl').count('__kernel'))"
+    )
+    environment = {**os.environ, "PYTHONPATH": str(target)}
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=environment, check=True)
+    module_path, kernels = result.stdout.split()
+    assert Path(module_path).is_relative_to(target)  # the installed copy, not the checkout
+    assert int(kernels) == 2
+    assert sorted(path.name for path in (target / "bowmap" / "opencl").glob("*.cl")) == sorted(
+        path.name for path in (ROOT / "opencl").glob("*.cl")
+    )
