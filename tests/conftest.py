@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -11,11 +13,16 @@ from bowmap.index_builder.build import IndexOptions, build_index
 BASES = np.frombuffer(b"ACGT", dtype=np.uint8)
 
 
-@pytest.fixture(scope="session")
-def cpu_device():
+# Kernel tests run on the device(s) named here, one --devices spec each, separated by ";"
+# (default: the CPU, as CI has it). BOWMAP_TEST_DEVICES="gpu;cpu" runs them on a GPU and the CPU.
+DEVICE_SPECS = os.environ.get("BOWMAP_TEST_DEVICES", "cpu").split(";")
+
+
+@pytest.fixture(scope="session", params=DEVICE_SPECS)
+def device(request):
     from bowmap.devices import open_devices
 
-    return open_devices("cpu")[0]
+    return open_devices(request.param)[0]
 
 
 def random_genome(rng: np.random.Generator, length: int) -> np.ndarray:

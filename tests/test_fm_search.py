@@ -64,17 +64,17 @@ def rows_of(lo, hi):
         (3_001, 1 << 30, 64, 1),
     ],
 )
-def test_search_and_locate_match_reference_and_naive(tmp_path, cpu_device, genome_length, device_memory, sa_sample, pattern_count):
+def test_search_and_locate_match_reference_and_naive(tmp_path, device, genome_length, device_memory, sa_sample, pattern_count):
     rng = np.random.default_rng(genome_length + sa_sample)
     genome = random_genome(rng, genome_length)
     index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], device_memory, sa_sample)
     if device_memory < 1 << 20:
         assert len(index.blocks) > 2
-    searcher = FMSearch(cpu_device)
+    searcher = FMSearch(device)
     for block in index.blocks:
         text = genome[block.start : block.start + block.length]
         codes, offsets, lengths = make_patterns(rng, text, pattern_count)
-        device_block = DeviceBlock(cpu_device, block)
+        device_block = DeviceBlock(device, block)
         lo, hi, depth = searcher.search(device_block, codes, offsets, lengths)
         expected = reference.search(block, codes, offsets, lengths)
         for got, want in zip((lo, hi, depth), expected):
@@ -102,7 +102,7 @@ def test_search_and_locate_match_reference_and_naive(tmp_path, cpu_device, genom
                 assert (longer > 3).any() or text_bytes.find(longer.tobytes()) < 0
 
 
-def test_exact_matches_across_blocks_equal_naive(tmp_path, cpu_device):
+def test_exact_matches_across_blocks_equal_naive(tmp_path, device):
     rng = np.random.default_rng(7)
     contigs = [random_genome(rng, size) for size in (9_000, 1, 15_500, 700)]
     index = build_test_index(
@@ -113,7 +113,7 @@ def test_exact_matches_across_blocks_equal_naive(tmp_path, cpu_device):
     codes, offsets, lengths = make_patterns(rng, genome, 300)
     lengths[0] = 3  # no empty pattern here: it would match everywhere
     assert (lengths > 0).all()
-    patterns, positions = exact_matches(index, cpu_device, codes, offsets, lengths)
+    patterns, positions = exact_matches(index, device, codes, offsets, lengths)
     expected = [
         (number, position)
         for number, (offset, length) in enumerate(zip(offsets, lengths))
@@ -125,10 +125,10 @@ def test_exact_matches_across_blocks_equal_naive(tmp_path, cpu_device):
     np.testing.assert_array_equal(index.contig_starts[contig] + offset, positions)
 
 
-def test_search_rejects_patterns_past_the_codes(cpu_device, tmp_path):
+def test_search_rejects_patterns_past_the_codes(device, tmp_path):
     index = build_test_index(tmp_path, [("chr", "ACGTACGTTT")])
-    searcher = FMSearch(cpu_device)
+    searcher = FMSearch(device)
     with pytest.raises(ValueError):
-        searcher.search(DeviceBlock(cpu_device, index.blocks[0]), np.zeros(4, np.uint8), [2], [3])
+        searcher.search(DeviceBlock(device, index.blocks[0]), np.zeros(4, np.uint8), [2], [3])
     with pytest.raises(ValueError):
-        searcher.locate(DeviceBlock(cpu_device, index.blocks[0]), [0])
+        searcher.locate(DeviceBlock(device, index.blocks[0]), [0])
