@@ -88,8 +88,8 @@ def unpack_2bit(packed: np.ndarray, start: int, length: int) -> np.ndarray:
     return codes.reshape(-1)[offset : offset + length]
 
 
-# Lines (or mark groups) converted per step: bounds the temporaries at ~100 MB whatever the block.
-_CHUNK_LINES = 1 << 19
+# Lines converted per step: 2^16 lines (12.6 Mbases) keep the temporaries near 30 MB.
+_CHUNK_LINES = 1 << 16
 
 
 def build_occ_lines(stored_bwt: np.ndarray) -> np.ndarray:
@@ -97,7 +97,6 @@ def build_occ_lines(stored_bwt: np.ndarray) -> np.ndarray:
     n = len(stored_bwt)
     lines = line_count(n)
     occ = np.empty((lines, WORDS_PER_LINE), dtype=np.uint32)
-    shifts = (2 * np.arange(BASES_PER_WORD)).astype(np.uint32)
     running = np.zeros(4, dtype=np.uint64)
     for first in range(0, lines, _CHUNK_LINES):
         last = min(first + _CHUNK_LINES, lines)
@@ -111,8 +110,9 @@ def build_occ_lines(stored_bwt: np.ndarray) -> np.ndarray:
         before = np.cumsum(per_line, axis=0, dtype=np.uint64) - per_line + running
         occ[first:last, :COUNT_WORDS] = before
         running += per_line.sum(axis=0, dtype=np.uint64)
-        words = bases.reshape(-1, BASES_PER_WORD).astype(np.uint32) << shifts
-        occ[first:last, COUNT_WORDS:] = np.bitwise_or.reduce(words, axis=1).reshape(last - first, -1)
+        # Four bases a byte, first base lowest, read as little-endian words: 16 bases a word,
+        # base j in bits 2j..2j+1, as the line layout wants.
+        occ[first:last, COUNT_WORDS:] = pack_2bit(bases).view("<u4").reshape(last - first, -1)
     return occ
 
 

@@ -31,7 +31,7 @@ from bowmap.index_format import (
     pack_2bit,
 )
 from bowmap.index_builder.blocks import block_bases_for_memory, plan_blocks
-from bowmap.index_builder.fasta import Reference, read_reference
+from bowmap.index_builder.fasta import read_reference
 from bowmap.index_builder.fm_block import build_block
 
 log = logging.getLogger("bowmap.index")
@@ -76,9 +76,9 @@ class _Phase:
             log.info("%s [%.2f s]", self.what, time.perf_counter() - self.started)
 
 
-def indexed_text(reference: Reference) -> np.ndarray:
-    """The reference's codes with each ambiguous base replaced by a reproducible random base."""
-    text = reference.codes.copy()
+def fill_ambiguous(codes: np.ndarray) -> np.ndarray:
+    """Replace, in place, each ambiguous base by a reproducible random base; return ``codes``."""
+    text = codes
     ambiguous = np.flatnonzero(text == AMBIGUOUS)
     rng = np.random.default_rng(AMBIGUOUS_FILL_SEED)
     text[ambiguous] = rng.integers(0, 4, size=len(ambiguous), dtype=np.uint8)
@@ -115,9 +115,19 @@ def _install(workspace: str, prefix: str, manifest: dict) -> None:
     os.replace(os.path.join(workspace, os.path.basename(manifest_path)), manifest_path)
 
 
-def _device_limits(options: IndexOptions) -> tuple[int, int]:
+# OpenCL's full profile promises at least 128 MiB in one buffer, so every device has that much.
+GUARANTEED_MEMORY = 128 << 20
+
+
+def _device_limits(options: IndexOptions, total: int) -> tuple[int, int]:
+    """(device memory, largest allocation) to size blocks by, in bytes."""
     if options.device_memory is not None:
         return options.device_memory, options.max_allocation or options.device_memory // 4
+    if block_bases_for_memory(GUARANTEED_MEMORY, GUARANTEED_MEMORY, options.sa_sample) >= total:
+        # One block on any device: asking the devices could not change the plan, and loading an
+        # OpenCL driver (PoCL brings LLVM) would cost more memory than indexing a small genome.
+        log.info("the whole index fits any OpenCL device: one block, no device query")
+        return GUARANTEED_MEMORY, GUARANTEED_MEMORY
     from bowmap.devices import list_devices, parse_device_spec
 
     # Only the devices' memory matters here: no kernel is built, so no build probe.
@@ -144,12 +154,12 @@ def build_index(options: IndexOptions) -> dict:
             )
         base = os.path.basename(options.prefix)
         with _Phase("pack reference") as phase:
-            text = indexed_text(reference)
+            text = fill_ambiguous(reference.codes)
             del reference.codes
             pac_entry = _write_array(workspace, f"{base}.pac", pack_2bit(text))
             phase.what = f"packed reference: {pac_entry['bytes']} bytes"
 
-        device_memory, max_allocation = _device_limits(options)
+        device_memory, max_allocation = _device_limits(options, total)
         block_bases = block_bases_for_memory(device_memory, max_allocation, options.sa_sample)
         plan = plan_blocks(total, block_bases, options.overlap)
         log.info(

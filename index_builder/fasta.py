@@ -98,7 +98,7 @@ def read_reference(path: str) -> Reference:
         if not sequence.strip():
             raise BowmapError(f"{path}:{line}: record {name!r} has no sequence")
         codes = ENCODE[np.frombuffer(sequence, dtype=np.uint8)]
-        if (codes == INVALID).any():
+        if codes.size and codes.max() == INVALID:
             raw = ENCODE[array[header_end + 1 : end]]
             raw_text = array[header_end + 1 : end]
             bad = np.flatnonzero((raw == INVALID) & (raw_text != ord("\n")) & (raw_text != ord("\r")))[0]
@@ -110,5 +110,5 @@ def read_reference(path: str) -> Reference:
         pieces.append(codes)
     lengths = np.array([len(piece) for piece in pieces], dtype=np.int64)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-    codes = np.concatenate(pieces) if len(pieces) > 1 else pieces[0].copy()
+    codes = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
     return Reference(path=path, names=names, lengths=lengths, starts=starts, codes=codes)

@@ -9,7 +9,7 @@ import pydivsufsort
 
 from bowmap.index_format import build_marks, build_occ_lines
 
-_CHUNK = 1 << 24
+_CHUNK = 1 << 22  # suffix-array entries per step: temporaries of ~20 MB
 
 
 @dataclass
@@ -42,7 +42,7 @@ def build_block(text: np.ndarray, sa_sample: int) -> BlockArrays:
     bwt_rows[primary:n] = bwt_rows[primary + 1 :]  # drop "$": the stored BWT has n symbols
     sampled = np.concatenate(sampled_parts)
     samples = suffix_array[sampled].astype(np.uint32)
-    del suffix_array
+    del suffix_array, chunk  # the loop's view would keep the whole suffix array alive
     return BlockArrays(
         length=n,
         primary=primary,

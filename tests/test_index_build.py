@@ -157,3 +157,24 @@ def test_failed_build_leaves_the_old_index_and_no_temporary_files(small_index, t
         build_index(options)
     assert sorted(os.listdir(tmp_path)) == sorted(before + ["new.fa"])
     assert load_index(small_index).contig_names == ["chr"]
+
+
+def test_large_genome_sizes_blocks_by_the_selected_device(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(build_module, "GUARANTEED_MEMORY", 1000)  # as if the genome were large
+    fasta = write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCA" * 500)])
+    with caplog.at_level("INFO", logger="bowmap.index"):
+        manifest = build_index(IndexOptions(reference=fasta, prefix=str(tmp_path / "ref"), devices="cpu"))
+    from bowmap.devices import list_devices, parse_device_spec
+
+    (device,) = parse_device_spec("cpu", list_devices())
+    assert manifest["parameters"]["device_memory"] == device.global_memory
+    assert "sizing blocks for" in caplog.text
+
+
+def test_small_genome_needs_no_device_query(tmp_path, monkeypatch):
+    from bowmap import devices
+
+    monkeypatch.setattr(devices, "list_devices", lambda: pytest.fail("queried the devices"))
+    fasta = write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCA" * 500)])
+    manifest = build_index(IndexOptions(reference=fasta, prefix=str(tmp_path / "ref")))
+    assert len(manifest["blocks"]) == 1
