@@ -120,6 +120,14 @@ class FMSearch:
         return positions
 
 
+def interval_rows(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Expand SA intervals [lo, hi) into (owner interval, row) pairs, owners in order."""
+    sizes = (hi.astype(np.int64) - lo).clip(0)
+    owners = np.repeat(np.arange(len(sizes)), sizes)
+    rows = np.repeat(lo.astype(np.int64) - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+    return owners, rows
+
+
 def exact_matches(index: FMIndex, device: DeviceContext, codes, offsets, lengths) -> tuple[np.ndarray, np.ndarray]:
     """Every occurrence of every pattern in the whole text, through the kernels.
 
@@ -130,9 +138,7 @@ def exact_matches(index: FMIndex, device: DeviceContext, codes, offsets, lengths
     for block in index.blocks:
         device_block = DeviceBlock(device, block)
         lo, hi, _ = searcher.search(device_block, codes, offsets, lengths)
-        sizes = (hi - lo).astype(np.int64)
-        patterns = np.repeat(np.arange(len(sizes)), sizes)
-        rows = np.repeat(lo.astype(np.int64) - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+        patterns, rows = interval_rows(lo, hi)
         pattern_parts.append(patterns)
         position_parts.append(searcher.locate(device_block, rows).astype(np.int64) + block.start)
     pairs = np.unique(np.stack([np.concatenate(pattern_parts), np.concatenate(position_parts)], axis=1), axis=0)

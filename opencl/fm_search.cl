@@ -32,19 +32,30 @@ inline uint match_bits(uint word, uint code)
     return ~(x | (x >> 1)) & EVEN_BITS;
 }
 
+/* Bases of one word that lie before `within` (0..192) in the line, as a mask over match_bits. */
+inline uint word_mask(uint within, uint word)
+{
+    int left = (int)within - (int)(16u * word);
+    return left >= 16 ? 0xFFFFFFFFu : left <= 0 ? 0u : (1u << (2 * left)) - 1u;
+}
+
 inline uint rank(__global const uint *lines, uint primary, uint row, uint code)
 {
     uint stored = row - (row > primary);
     uint line = stored / BASES_PER_LINE;
     uint within = stored - line * BASES_PER_LINE;
-    __global const uint *base = lines + (size_t)line * LINE_WORDS;
-    uint count = base[code];
-    uint full = within >> 4;
-    for (uint w = 0; w < full; ++w)
-        count += popcount(match_bits(base[4 + w], code));
-    uint rest = within & 15u;
-    if (rest)
-        count += popcount(match_bits(base[4 + full], code) & ((1u << (2u * rest)) - 1u));
+    /* The whole 64-byte line in four 16-byte loads, then a branch-free count: the same work for
+     * every work-item of a wavefront, whatever its offset in the line. */
+    __global const uint4 *base = (__global const uint4 *)(lines + (size_t)line * LINE_WORDS);
+    uint4 counts = base[0];
+    uint words[12];
+    vstore4(base[1], 0, words);
+    vstore4(base[2], 1, words);
+    vstore4(base[3], 2, words);
+    uint count = code == 0 ? counts.x : code == 1 ? counts.y : code == 2 ? counts.z : counts.w;
+#pragma unroll
+    for (uint w = 0; w < 12; ++w)
+        count += popcount(match_bits(words[w], code) & word_mask(within, w));
     return count;
 }
 

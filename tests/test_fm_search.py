@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import build_test_index, codes_to_text, random_genome
 
-from bowmap.fm_search import DeviceBlock, FMSearch, exact_matches
+from bowmap.fm_search import DeviceBlock, FMSearch, exact_matches, interval_rows
 from bowmap.references import fm_search as reference
 
 LONGEST_SEED = 32
@@ -48,13 +48,6 @@ def make_patterns(rng, text: np.ndarray, count: int):
     return np.concatenate(pieces), offsets, lengths
 
 
-def rows_of(lo, hi):
-    sizes = (hi.astype(np.int64) - lo).clip(0)
-    owners = np.repeat(np.arange(len(lo)), sizes)
-    rows = np.repeat(lo.astype(np.int64) - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
-    return owners, rows
-
-
 @pytest.mark.parametrize(
     "genome_length, device_memory, sa_sample, pattern_count",
     [
@@ -80,7 +73,7 @@ def test_search_and_locate_match_reference_and_naive(tmp_path, device, genome_le
         for got, want in zip((lo, hi, depth), expected):
             np.testing.assert_array_equal(got, want)
 
-        owners, rows = rows_of(lo, hi)
+        owners, rows = interval_rows(lo, hi)
         located = searcher.locate(device_block, rows)
         np.testing.assert_array_equal(located, reference.locate(block, rows))
 
