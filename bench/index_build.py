@@ -5,8 +5,13 @@ Every tool indexes the same FASTA, each into its own empty folder under bench/wo
 * ``bowmap index REF PREFIX --no-progress`` as a user runs it: with no ``--device-mem`` it sizes
   blocks for the smallest OpenCL device, so it loads the OpenCL platforms (PoCL on a CPU machine);
 * the same with ``--device-mem 16G``, which skips that device query;
-* ``bowtie2-build --threads 2 REF PREFIX`` (two threads: the cores of the machine this was written on);
+* ``bowtie2-build --threads 2 REF PREFIX`` (fixed at two threads, so rows compare across machines);
 * ``bwa index -p PREFIX REF``.
+
+The indexes do not hold the same things: bowmap's is one FM-index of the forward strand with the
+suffix array sampled every 32 positions; BWA's is one BWT of both strands, SA sampled every 32;
+bowtie2's is a forward and a mirror FM-index. The table is what a user waits for and pays, not
+equal work.
 
 For each build it measures
 * wall time: from spawning the command to reaping it (perf_counter), the best of ``--repeat`` runs;

@@ -46,8 +46,25 @@ def _as_u32(array, what: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.uint32)
 
 
+class _ReusedBuffer:
+    """A device buffer kept across calls and grown (at least doubling) when a call needs more:
+    creating buffers costs far more than the copies themselves on GPU drivers."""
+
+    def __init__(self, context, flags):
+        self.context = context
+        self.flags = flags
+        self.buffer = None
+        self.capacity = 0
+
+    def at_least(self, size: int):
+        if size > self.capacity:
+            self.capacity = max(size, 2 * self.capacity, 4096)
+            self.buffer = cl.Buffer(self.context, self.flags, size=self.capacity)
+        return self.buffer
+
+
 class FMSearch:
-    """Kernels and a command queue for one worker thread on one device."""
+    """Kernels, a command queue and reused buffers for one worker thread on one device."""
 
     def __init__(self, device: DeviceContext, queue: cl.CommandQueue | None = None):
         self.device = device
@@ -56,6 +73,11 @@ class FMSearch:
         self._search = cl.Kernel(program, "fm_search")
         self._locate = cl.Kernel(program, "fm_locate")
         self._group = self._work_group_size(self._search)
+        mf = cl.mem_flags
+        context = device.context
+        self._codes, self._offsets, self._lengths = (_ReusedBuffer(context, mf.READ_ONLY) for _ in range(3))
+        self._rows = _ReusedBuffer(context, mf.READ_ONLY)
+        self._results = _ReusedBuffer(context, mf.WRITE_ONLY)
         # The latest kernel launch: with a profiling queue, benchmarks read its device time.
         self.last_kernel_event: cl.Event | None = None
 
@@ -67,6 +89,14 @@ class FMSearch:
     def _global_size(self, count: int) -> tuple[int]:
         return (-(-count // self._group) * self._group,)
 
+    def _upload(self, staging: _ReusedBuffer, array: np.ndarray):
+        buffer = staging.at_least(array.nbytes)
+        if array.nbytes:
+            # Not blocking: the in-order queue finishes it before the blocking read of the
+            # results, while ``array`` is still referenced by the caller's frame.
+            cl.enqueue_copy(self.queue, buffer, array, is_blocking=False)
+        return buffer
+
     def search(self, block: DeviceBlock, codes, offsets, lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """SA intervals [lo, hi) of each pattern in ``block`` (``lo = hi = 0`` when absent) and
         ``depth``, the length of the pattern's longest suffix that occurs. All uint32."""
@@ -76,27 +106,20 @@ class FMSearch:
         count = len(offsets)
         if len(lengths) != count:
             raise ValueError("offsets and lengths differ in size")
-        if count and int((offsets.astype(np.int64) + lengths).max()) > len(codes):
+        if count and int(np.add(offsets, lengths, dtype=np.uint64).max()) > len(codes):
             raise ValueError("a pattern reaches past the end of codes")
-        results = [np.zeros(count, dtype=np.uint32) for _ in range(3)]
+        results = np.zeros((3, count), dtype=np.uint32)
         if count == 0:
-            return tuple(results)
-        context = self.device.context
-        mf = cl.mem_flags
-        inputs = [
-            cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=array if array.size else np.zeros(1, array.dtype))
-            for array in (codes, offsets, lengths)
-        ]
-        outputs = [cl.Buffer(context, mf.WRITE_ONLY, size=4 * count) for _ in range(3)]
+            return results[0], results[1], results[2]
+        inputs = [self._upload(staging, array) for staging, array in zip((self._codes, self._offsets, self._lengths), (codes, offsets, lengths))]
+        results_device = self._results.at_least(results.nbytes)
         self.last_kernel_event = self._search(
             self.queue, self._global_size(count), (self._group,),
             block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,
-            *inputs, np.uint32(count), *outputs,
+            *inputs, np.uint32(count), results_device,
         )
-        for host, device in zip(results, outputs):
-            cl.enqueue_copy(self.queue, host, device)
-        self.queue.finish()
-        return tuple(results)
+        cl.enqueue_copy(self.queue, results, results_device, is_blocking=True)
+        return results[0], results[1], results[2]
 
     def locate(self, block: DeviceBlock, rows) -> np.ndarray:
         """Block offsets (uint32) of the suffixes at ``rows`` (each in 1..n)."""
@@ -107,16 +130,14 @@ class FMSearch:
             return positions
         if rows.min() < 1 or rows.max() > block.block.length:
             raise ValueError(f"rows must lie in 1..{block.block.length}")
-        mf = cl.mem_flags
-        rows_device = cl.Buffer(self.device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=rows)
-        positions_device = cl.Buffer(self.device.context, mf.WRITE_ONLY, size=4 * count)
+        rows_device = self._upload(self._rows, rows)
+        positions_device = self._results.at_least(positions.nbytes)
         self.last_kernel_event = self._locate(
             self.queue, self._global_size(count), (self._group,),
             block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
             rows_device, np.uint32(count), positions_device,
         )
-        cl.enqueue_copy(self.queue, positions, positions_device)
-        self.queue.finish()
+        cl.enqueue_copy(self.queue, positions, positions_device, is_blocking=True)
         return positions
 
 

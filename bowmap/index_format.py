@@ -88,8 +88,8 @@ def unpack_2bit(packed: np.ndarray, start: int, length: int) -> np.ndarray:
     return codes.reshape(-1)[offset : offset + length]
 
 
-# Lines converted per step: 2^16 lines (12.6 Mbases) keep the temporaries near 30 MB.
-_CHUNK_LINES = 1 << 16
+# Lines converted per step: 2^14 lines (3.1 Mbases) keep the temporaries near 10 MB.
+_CHUNK_LINES = 1 << 14
 
 
 def build_occ_lines(stored_bwt: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import pydivsufsort
 
 from bowmap.index_format import build_marks, build_occ_lines
 
-_CHUNK = 1 << 22  # suffix-array entries per step: temporaries of ~20 MB
+_CHUNK = 1 << 20  # suffix-array entries per step: temporaries of ~10 MB
 
 
 @dataclass

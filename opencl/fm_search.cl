@@ -71,7 +71,7 @@ __kernel void fm_search(__global const uint *lines, const uint primary, const ui
                         const uint4 first_rows,
                         __global const uchar *codes, __global const uint *offsets,
                         __global const uint *lengths, const uint count,
-                        __global uint *lo_out, __global uint *hi_out, __global uint *depth_out)
+                        __global uint *results /* uint[3][count]: lo, hi, depth */)
 {
     uint gid = get_global_id(0);
     if (gid >= count)
@@ -98,9 +98,9 @@ __kernel void fm_search(__global const uint *lines, const uint primary, const ui
         hi = new_hi;
         ++depth;
     }
-    lo_out[gid] = lo;
-    hi_out[gid] = hi;
-    depth_out[gid] = depth;
+    results[gid] = lo;
+    results[count + gid] = hi;
+    results[2 * count + gid] = depth;
 }
 
 /* Block offset of the suffix at each given row. */
