@@ -113,7 +113,7 @@ def nvidia_hint(devices: list[DeviceInfo]) -> str | None:
     )
 
 
-_PROBE_KERNEL = "__kernel void probe(__global uint *out) { out[get_global_id(0)] = popcount(get_global_id(0)); }"
+_PROBE_KERNEL = "__kernel void probe(__global uint *out) { uint id = (uint)get_global_id(0); out[id] = popcount(id); }"
 
 
 @functools.lru_cache(maxsize=None)

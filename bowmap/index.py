@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap.errors import BowmapError
+from bowmap.files import read_bytes
 from bowmap.index_format import (
     FORMAT_VERSION,
     MAGIC,
@@ -98,13 +99,7 @@ class FMIndex:
 
 def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: bool) -> np.ndarray:
     path = os.path.join(os.path.dirname(os.path.abspath(prefix)), entry["name"])
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        raise BowmapError(f"{path}: index file missing (rebuild the index with `bowmap index`)") from None
-    except OSError as error:
-        raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+    data = read_bytes(path, missing="index file missing (rebuild the index with `bowmap index`)")
     if len(data) != entry["bytes"]:
         raise BowmapError(f"{path}: index file truncated or damaged ({len(data)} bytes, expected {entry['bytes']})")
     if verify and hashlib.sha256(data).hexdigest() != entry["sha256"]:
@@ -117,13 +112,7 @@ def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: 
 
 def read_manifest(prefix: str) -> dict:
     path = prefix + MANIFEST_SUFFIX
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        raise BowmapError(f"{path}: no bowmap index at {prefix!r} (build one with `bowmap index REF.fa {prefix}`)") from None
-    except OSError as error:
-        raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+    raw = read_bytes(path, missing=f"no bowmap index at {prefix!r} (build one with `bowmap index REF.fa {prefix}`)")
     try:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):

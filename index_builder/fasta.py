@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap.errors import BowmapError
+from bowmap.files import read_bytes
 from bowmap.index_format import AMBIGUOUS, ENCODE, INVALID
 
 # SAM's rule for reference names (SAM v1 specification, section 1.2.1).
@@ -38,15 +39,7 @@ class Reference:
 
 
 def _read_bytes(path: str) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        raise BowmapError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise BowmapError(f"{path}: is a directory, not a FASTA file") from None
-    except OSError as error:
-        raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+    data = read_bytes(path)
     if data[:2] == b"\x1f\x8b":
         try:
             data = gzip.decompress(data)
