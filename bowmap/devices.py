@@ -74,7 +74,6 @@ def _kind(device_type: int) -> str:
 
 
 def _describe(index, platform, device) -> DeviceInfo:
-    cl = _opencl()
     return DeviceInfo(
         index=index,
         platform=platform.name.strip(),

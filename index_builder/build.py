@@ -17,6 +17,9 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+from bowmap.index_builder.blocks import block_bases_for_memory, plan_blocks
+from bowmap.index_builder.fasta import read_reference
+from bowmap.index_builder.fm_block import build_block
 
 from bowmap import __version__
 from bowmap.errors import BowmapError
@@ -30,9 +33,6 @@ from bowmap.index_format import (
     SEAM_MARGIN,
     pack_2bit,
 )
-from bowmap.index_builder.blocks import block_bases_for_memory, plan_blocks
-from bowmap.index_builder.fasta import read_reference
-from bowmap.index_builder.fm_block import build_block
 
 log = logging.getLogger("bowmap.index")
 

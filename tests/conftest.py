@@ -6,9 +6,9 @@ import os
 
 import numpy as np
 import pytest
+from bowmap.index_builder.build import IndexOptions, build_index
 
 from bowmap.index import load_index
-from bowmap.index_builder.build import IndexOptions, build_index
 
 BASES = np.frombuffer(b"ACGT", dtype=np.uint8)
 

@@ -7,7 +7,13 @@ import threading
 import pytest
 
 from bowmap import devices as devices_module
-from bowmap.devices import DeviceInfo, kernel_source, open_devices, parse_device_spec, parse_memory
+from bowmap.devices import (
+    DeviceInfo,
+    kernel_source,
+    open_devices,
+    parse_device_spec,
+    parse_memory,
+)
 from bowmap.errors import BowmapError, UsageError
 
 

@@ -6,9 +6,9 @@ import gzip
 
 import numpy as np
 import pytest
+from bowmap.index_builder.fasta import read_reference
 
 from bowmap.errors import BowmapError
-from bowmap.index_builder.fasta import read_reference
 
 
 def write(tmp_path, text: str | bytes, name="ref.fa"):

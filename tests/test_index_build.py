@@ -7,15 +7,20 @@ import os
 
 import numpy as np
 import pytest
-from conftest import build_test_index, codes_to_text, random_genome, write_fasta
-
-from bowmap.errors import BowmapError, UsageError
-from bowmap.index import load_index
 from bowmap.index_builder import build as build_module
 from bowmap.index_builder.blocks import plan_blocks
 from bowmap.index_builder.build import IndexOptions, build_index
 from bowmap.index_builder.fm_block import build_block
-from bowmap.index_format import BASES_PER_LINE, MANIFEST_SUFFIX, ROWS_PER_GROUP, unpack_2bit
+from conftest import build_test_index, codes_to_text, random_genome, write_fasta
+
+from bowmap.errors import BowmapError, UsageError
+from bowmap.index import load_index
+from bowmap.index_format import (
+    BASES_PER_LINE,
+    MANIFEST_SUFFIX,
+    ROWS_PER_GROUP,
+    unpack_2bit,
+)
 from bowmap.references.fm_search import bwt_symbol
 
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from bowmap.index import IndexBlock
-from bowmap.index_format import BASES_PER_LINE, BASES_PER_WORD, COUNT_WORDS, ROWS_PER_GROUP
+from bowmap.index_format import (
+    BASES_PER_LINE,
+    BASES_PER_WORD,
+    COUNT_WORDS,
+    ROWS_PER_GROUP,
+)
 
 _SHIFTS = (2 * np.arange(BASES_PER_WORD)).astype(np.uint32)
 

@@ -1,0 +1,70 @@
+"""`bowmap index`: build the blocked FM-index of a reference."""
+
+from __future__ import annotations
+
+import sys
+
+from bowmap.commands.options import add_devices_option
+from bowmap.errors import UsageError
+from bowmap.index_format import DEFAULT_MAX_READ_LENGTH, DEFAULT_SA_SAMPLE
+
+
+def add_parser(subparsers):
+    index = subparsers.add_parser(
+        "index",
+        help="build the blocked FM-index of a reference",
+        description="Build the FM-index of REF (FASTA, optionally gzipped) at PREFIX, split into "
+        "blocks that each fit one device's memory.",
+    )
+    index.add_argument("reference", metavar="REF.fa[.gz]")
+    index.add_argument("prefix", metavar="PREFIX", help="index files are written as PREFIX.*")
+    index.add_argument(
+        "--device-mem",
+        metavar="SIZE",
+        help="global memory of the device the index must fit, e.g. 16G (default: the smallest "
+        "selected device); half of it goes to one index block, the rest to align buffers",
+    )
+    index.add_argument(
+        "--sa-sample",
+        type=int,
+        default=DEFAULT_SA_SAMPLE,
+        metavar="N",
+        help=f"keep the suffix array at every N-th text position: a locate takes under N steps (default {DEFAULT_SA_SAMPLE})",
+    )
+    index.add_argument(
+        "--max-read-length",
+        type=int,
+        default=DEFAULT_MAX_READ_LENGTH,
+        metavar="N",
+        help=f"longest read the index must serve; blocks overlap by N + 256 bases (default {DEFAULT_MAX_READ_LENGTH})",
+    )
+    index.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
+    add_devices_option(index)
+    return run
+
+
+def run(args) -> int:
+    from bowmap.devices import parse_memory
+    from bowmap.index_builder.build import IndexOptions, build_index
+
+    if args.sa_sample < 1:
+        raise UsageError(f"--sa-sample {args.sa_sample}: must be at least 1")
+    if args.max_read_length < 1:
+        raise UsageError(f"--max-read-length {args.max_read_length}: must be at least 1")
+    device_memory = max_allocation = None
+    if args.device_mem is not None:
+        device_memory = parse_memory(args.device_mem)
+        # OpenCL guarantees a single buffer at least a quarter of global memory.
+        max_allocation = device_memory // 4
+    options = IndexOptions(
+        reference=args.reference,
+        prefix=args.prefix,
+        device_memory=device_memory,
+        max_allocation=max_allocation,
+        devices=args.devices,
+        sa_sample=args.sa_sample,
+        max_read_length=args.max_read_length,
+        progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    build_index(options)
+    return 0
