@@ -1,0 +1,157 @@
+"""The seed/filter stage: reads -> exact seeds (FM search kernel) -> located hits -> candidate
+reference windows, as BowMapCL and bowtie2 do it, for a whole chunk at once.
+
+Coordinates: text positions (0-based, over the concatenated contigs); windows are half-open
+[start, end) and never cross a contig boundary. Strand: ``reverse`` windows are where the read's
+reverse complement aligns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap.fm_search import DeviceBlock, FMSearch, interval_rows
+from bowmap.index import FMIndex
+
+
+@dataclass(frozen=True)
+class SeedOptions:
+    """How reads are seeded and filtered (defaults after bowtie2's --local preset)."""
+
+    seed_length: int = 20
+    # Located positions per read, narrowest SA intervals first (bowtie2 extends up to ~15-20
+    # seed hits a try; a wider budget finds the true place of reads whose seeds are repetitive).
+    positions_per_read: int = 64
+    # Windows per read kept for Smith-Waterman, most seed hits first.
+    windows_per_read: int = 16
+    # Bases added on each side of a read's diagonal: room for indels.
+    margin: int = 32
+
+    def seed_interval(self, read_length: np.ndarray) -> np.ndarray:
+        """bowtie2's seed spacing I(x) = floor(1 + 1.15 sqrt(x)) for reads of length x."""
+        return np.floor(1 + 1.15 * np.sqrt(read_length)).astype(np.int64)
+
+
+@dataclass
+class Windows:
+    """Candidate windows of a chunk, sorted by (read, reverse, start)."""
+
+    read: np.ndarray  # int64: read index within the chunk
+    reverse: np.ndarray  # bool
+    start: np.ndarray  # int64 text position
+    end: np.ndarray  # int64 text position, exclusive
+    hits: np.ndarray  # int64: seed hits that fell in the window
+
+    def __len__(self) -> int:
+        return len(self.read)
+
+
+@dataclass
+class Seeds:
+    """Seeds of a chunk, both strands. Seed i is ``codes[offset[i] : offset[i] + length]``."""
+
+    codes: np.ndarray  # uint8: the chunk's forward codes, then its reverse-complement codes
+    offset: np.ndarray  # int64 into codes
+    length: np.ndarray  # int64
+    read: np.ndarray  # int64
+    reverse: np.ndarray  # bool
+    read_offset: np.ndarray  # int64: where the seed starts in its (strand's) read
+
+
+def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions) -> Seeds:
+    """Seeds of ``seed_length`` every I(read length) bases from the start of each read and of
+    its reverse complement; a read shorter than a seed has none."""
+    lengths = np.diff(read_offsets)
+    per_read = np.where(lengths >= options.seed_length, (lengths - options.seed_length) // options.seed_interval(lengths) + 1, 0)
+    reads = np.repeat(np.arange(len(lengths)), per_read)
+    rank = np.arange(len(reads)) - np.repeat(np.cumsum(per_read) - per_read, per_read)
+    within = rank * options.seed_interval(lengths)[reads]
+    forward_offset = read_offsets[:-1][reads] + within
+    return Seeds(
+        codes=np.concatenate((codes, reverse_codes)),
+        offset=np.concatenate((forward_offset, forward_offset + len(codes))),
+        length=np.full(2 * len(reads), options.seed_length, dtype=np.int64),
+        read=np.concatenate((reads, reads)),
+        reverse=np.repeat([False, True], len(reads)),
+        read_offset=np.concatenate((within, within)),
+    )
+
+
+class SeedFilter:
+    """Seeds, searches and locates a chunk's reads on one device queue (one per worker thread)."""
+
+    def __init__(self, index: FMIndex, device_blocks: list[DeviceBlock], searcher: FMSearch, options: SeedOptions):
+        self.index = index
+        self.device_blocks = device_blocks
+        self.searcher = searcher
+        self.options = options
+
+    def windows(self, codes, reverse_codes, read_offsets) -> Windows:
+        options = self.options
+        seeds = extract_seeds(codes, reverse_codes, read_offsets, options)
+        lengths = np.diff(read_offsets)
+        # 1. Exact search of every seed in every block.
+        found = []
+        for block_number, device_block in enumerate(self.device_blocks):
+            lo, hi, _ = self.searcher.search(device_block, seeds.codes, seeds.offset, seeds.length)
+            hit = np.flatnonzero(hi > lo)
+            found.append((np.full(len(hit), block_number), hit, lo[hit].astype(np.int64), (hi[hit] - lo[hit]).astype(np.int64)))
+        block, seed, lo, size = (np.concatenate(parts) for parts in zip(*found)) if found else [np.zeros(0, np.int64)] * 4
+        # 2. Narrowest intervals first, up to the budget of located positions per read.
+        order = np.lexsort((seed, block, size, seeds.read[seed]))
+        block, seed, lo, size = block[order], seed[order], lo[order], size[order]
+        read = seeds.read[seed]
+        before = np.cumsum(size) - size
+        read_first = np.searchsorted(read, read, side="left")
+        used_before = before - before[read_first]
+        take = np.clip(options.positions_per_read - used_before, 0, size)
+        # 3. Locate, block by block; diagonals are the text positions of the reads' first bases.
+        positions = np.zeros(int(take.sum()), dtype=np.int64)
+        owners, rows = interval_rows(lo, lo + take)
+        hit_block = block[owners]
+        for block_number, device_block in enumerate(self.device_blocks):
+            mine = np.flatnonzero(hit_block == block_number)
+            if len(mine):
+                located = self.searcher.locate(device_block, rows[mine])
+                positions[mine] = located.astype(np.int64) + device_block.block.start
+        hit_seed = seed[owners]
+        diagonal = positions - seeds.read_offset[hit_seed]
+        return self._merge(seeds.read[hit_seed], seeds.reverse[hit_seed], positions, diagonal, lengths)
+
+    def _merge(self, read, reverse, positions, diagonal, lengths) -> Windows:
+        """One window around each hit's diagonal, clipped to the hit's contig, merged where
+        windows of the same read, strand and contig overlap."""
+        index, margin = self.index, self.options.margin
+        contig, _ = index.to_contig(positions)
+        contig_start = index.contig_starts[contig]
+        contig_end = contig_start + index.contig_lengths[contig]
+        start = np.maximum(diagonal - margin, contig_start)
+        end = np.minimum(diagonal + lengths[read] + margin, contig_end)
+        order = np.lexsort((end, start, contig, reverse, read))
+        read, reverse, contig, start, end = read[order], reverse[order], contig[order], start[order], end[order]
+        group = np.zeros(len(read), dtype=np.int64)
+        if len(read):
+            changed = (np.diff(read) != 0) | (np.diff(reverse) != 0) | (np.diff(contig) != 0)
+            group[1:] = np.cumsum(changed)
+        # Within a group (sorted by start), a window opens a new merged window when it starts
+        # past every earlier window's end: a running maximum, kept apart per group by an offset.
+        spread = int(index.total_length) + 2 * (int(lengths.max(initial=0)) + margin) + 1
+        reach = np.maximum.accumulate(end + group * spread) - group * spread
+        opens = np.ones(len(read), dtype=bool)
+        opens[1:] = (group[1:] != group[:-1]) | (start[1:] > reach[:-1])
+        first = np.flatnonzero(opens)
+        merged_end = np.maximum.reduceat(end, first) if len(first) else end[:0]
+        hits = np.diff(np.append(first, len(read)))
+        windows = Windows(read[first], reverse[first], start[first], merged_end, hits)
+        return self._keep_best(windows)
+
+    def _keep_best(self, windows: Windows) -> Windows:
+        """At most ``windows_per_read`` windows a read: those with most hits (ties: leftmost)."""
+        order = np.lexsort((windows.start, windows.reverse, -windows.hits, windows.read))
+        read = windows.read[order]
+        rank = np.arange(len(read)) - np.searchsorted(read, read, side="left")
+        keep = np.sort(order[rank < self.options.windows_per_read])
+        return Windows(*(getattr(windows, name)[keep] for name in ("read", "reverse", "start", "end", "hits")))
+

@@ -1,0 +1,76 @@
+"""The seed/filter stage: seeds where bowtie2 puts them, the kernels' windows equal the
+reference's, and simulated reads find their true place among the windows."""
+
+from __future__ import annotations
+
+import numpy as np
+from conftest import build_test_index, codes_to_text, random_genome
+
+from bowmap.fm_search import DeviceBlock, FMSearch
+from bowmap.references import fm_search as reference
+from bowmap.seed_filter import SeedFilter, SeedOptions, extract_seeds
+
+COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
+
+
+def simulate_reads(rng, genome, count, length, error_rate=0.01):
+    """Reads from random places, half reverse-complemented, with substitutions: codes,
+    reverse codes, offsets, true starts and strands."""
+    starts = rng.integers(0, len(genome) - length, size=count)
+    reads = genome[starts[:, None] + np.arange(length)]
+    reverse = rng.random(count) < 0.5
+    reads[reverse] = COMPLEMENT[reads[reverse][:, ::-1]]
+    errors = rng.random(reads.shape) < error_rate
+    reads[errors] = (reads[errors] + rng.integers(1, 4, size=int(errors.sum()))) % 4
+    codes = reads.reshape(-1).astype(np.uint8)
+    reverse_codes = COMPLEMENT[reads[:, ::-1]].reshape(-1)
+    offsets = np.arange(count + 1, dtype=np.int64) * length
+    return codes, reverse_codes, offsets, starts, reverse
+
+
+def test_seeds_follow_the_bowtie2_interval():
+    options = SeedOptions(seed_length=20)
+    lengths = np.array([0, 19, 20, 21, 100, 150, 250])
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    codes = np.zeros(offsets[-1], dtype=np.uint8)
+    seeds = extract_seeds(codes, codes, offsets, options)
+    for read, length in enumerate(lengths):
+        interval = int(1 + 1.15 * length**0.5)
+        expected = list(range(0, length - 20 + 1, interval)) if length >= 20 else []
+        for reverse in (False, True):
+            mine = (seeds.read == read) & (seeds.reverse == reverse)
+            assert seeds.read_offset[mine].tolist() == expected
+            base = offsets[read] + (len(codes) if reverse else 0)
+            assert (seeds.offset[mine] - base).tolist() == expected
+    assert interval == 19  # floor(1 + 1.15 * sqrt(250))
+
+
+class ReferenceSearcher:
+    """The NumPy references behind the FMSearch interface."""
+
+    def search(self, device_block, codes, offsets, lengths):
+        return reference.search(device_block.block, codes, offsets, lengths)
+
+    def locate(self, device_block, rows):
+        return reference.locate(device_block.block, rows)
+
+
+def test_windows_from_kernels_equal_windows_from_references_and_contain_the_truth(tmp_path, device):
+    rng = np.random.default_rng(11)
+    genome = random_genome(rng, 30_000)
+    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], device_memory=30_000, max_read_length=150)
+    assert len(index.blocks) > 1
+    codes, reverse_codes, offsets, starts, reverse = simulate_reads(rng, genome, 301, 100)
+    blocks = [DeviceBlock(device, block) for block in index.blocks]
+    options = SeedOptions()
+    windows = SeedFilter(index, blocks, FMSearch(device), options).windows(codes, reverse_codes, offsets)
+    expected = SeedFilter(index, blocks, ReferenceSearcher(), options).windows(codes, reverse_codes, offsets)
+    for name in ("read", "reverse", "start", "end", "hits"):
+        np.testing.assert_array_equal(getattr(windows, name), getattr(expected, name))
+    assert (np.diff(windows.read) >= 0).all()
+    assert np.bincount(windows.read).max() <= options.windows_per_read
+    found = [
+        ((windows.read == read) & (windows.reverse == reverse[read]) & (windows.start <= starts[read]) & (windows.end >= starts[read] + 100)).any()
+        for read in range(len(starts))
+    ]
+    assert np.mean(found) >= 0.98
