@@ -1,0 +1,65 @@
+"""Threads and queues: input order kept, identical to the serial run, failures stop everything."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from bowmap.pipeline import run_serial, run_threaded
+
+
+@dataclass
+class Chunk:
+    number: int
+    value: int
+
+
+def slow_square(chunk: Chunk) -> Chunk:
+    time.sleep(random.random() * 0.002)
+    return Chunk(chunk.number, chunk.value**2)
+
+
+def plus_one(chunk: Chunk) -> Chunk:
+    time.sleep(random.random() * 0.002)
+    return Chunk(chunk.number, chunk.value + 1)
+
+
+@pytest.mark.parametrize("first, second, queue_size", [(1, 1, 1), (3, 2, 1), (4, 4, 8)])
+def test_threaded_equals_serial_in_input_order(first, second, queue_size):
+    chunks = [Chunk(number, number * 7 % 13) for number in range(60)]
+    serial, threaded = [], []
+    run_serial(chunks, [slow_square, plus_one], lambda chunk: serial.append(chunk.value))
+    run_threaded(chunks, [[slow_square] * first, [plus_one] * second], lambda chunk: threaded.append(chunk.value), queue_size)
+    assert threaded == serial
+
+
+def test_empty_input():
+    out = []
+    run_threaded([], [[slow_square], [plus_one] * 2], out.append)
+    assert out == []
+
+
+@pytest.mark.parametrize("where", ["reader", "stage", "writer"])
+def test_a_failure_anywhere_stops_every_thread_and_is_raised(where):
+    def chunks():
+        for number in range(10_000):
+            if where == "reader" and number == 50:
+                raise ValueError("bad record")
+            yield Chunk(number, number)
+
+    def stage(chunk):
+        if where == "stage" and chunk.number == 30:
+            raise ValueError("kernel failed")
+        return chunk
+
+    def write(chunk):
+        if where == "writer" and chunk.number == 10:
+            raise ValueError("disk full")
+
+    started = time.monotonic()
+    with pytest.raises(ValueError):
+        run_threaded(chunks(), [[stage] * 3, [plus_one] * 2], write, queue_size=2)
+    assert time.monotonic() - started < 5
