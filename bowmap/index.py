@@ -75,6 +75,19 @@ class FMIndex:
         length = self.total_length - start if length is None else length
         return unpack_2bit(self.packed, start, length)
 
+    def spans(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Reference codes of many text spans at once, concatenated: 0..3 for A, C, G, T and 4
+        where the reference base is ambiguous (its indexed stand-in is not reported)."""
+        starts = np.asarray(starts, dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        positions = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        codes = (self.packed[positions >> 2] >> ((positions & 3) << 1).astype(np.uint8)) & 3
+        if len(self.ambiguous_starts):
+            run = np.searchsorted(self.ambiguous_starts, positions, side="right") - 1
+            inside = (run >= 0) & (positions < (self.ambiguous_starts + self.ambiguous_lengths)[np.maximum(run, 0)])
+            codes[inside] = 4
+        return codes.astype(np.uint8)
+
     def to_contig(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Text positions -> (contig index, 0-based position in that contig)."""
         positions = np.asarray(positions, dtype=np.int64)

@@ -183,3 +183,13 @@ def test_small_genome_needs_no_device_query(tmp_path, monkeypatch):
     fasta = write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCA" * 500)])
     manifest = build_index(IndexOptions(reference=fasta, prefix=str(tmp_path / "ref")))
     assert len(manifest["blocks"]) == 1
+
+
+def test_spans_mark_ambiguous_bases(tmp_path):
+    sequence = "ACGTNNACGTRACGT"
+    index = build_test_index(tmp_path, [("a", sequence), ("b", "TTTTN")])
+    codes = index.spans(np.array([0, 3, 10, 15, 19]), np.array([15, 4, 1, 5, 1]))
+    decode = "ACGTN"
+    text = "".join(decode[code] for code in codes)
+    assert text == "ACGTNNACGTNACGT" + "TNNA" + "N" + "TTTTN" + "N"
+    assert index.spans(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
