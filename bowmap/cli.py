@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import pkgutil
+import shlex
 import sys
 
 from bowmap import __version__, commands
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser, runners = _build_parser()
         args = parser.parse_args(argv)
+        args.command_line = shlex.join(["bowmap", *(sys.argv[1:] if argv is None else argv)])  # for @PG
         logging.getLogger("bowmap").setLevel(logging.WARNING if args.quiet else logging.INFO)
         if args.command is None:
             parser.print_help(sys.stderr)
