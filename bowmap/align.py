@@ -1,0 +1,222 @@
+"""`bowmap align`: the stages of one chunk, and the run that wires them to devices and threads.
+
+Per chunk (plain functions, so the serial runner and the threads share them):
+  1. seed/filter (:mod:`bowmap.seed_filter`): seeds -> FM search -> locate -> candidate windows;
+  2. extend (:mod:`bowmap.smith_waterman`): best score of each read-window pair, best and second
+     best per read, traceback of the best -> CIGAR, position, MAPQ;
+  3. format (:mod:`bowmap.sam_output`): SAM text of the chunk, written in input order.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bowmap.errors import BowmapError
+from bowmap.seed_filter import SeedOptions, Windows
+
+log = logging.getLogger("bowmap.align")
+
+
+@dataclass
+class AlignOptions:
+    """Everything `bowmap align` needs; built by the CLI."""
+
+    index: str
+    reads: str
+    output: str | None = None  # None or "-": stdout; *.bam: BAM
+    devices: str | None = None
+    queues_per_device: int = 2
+    end_to_end: bool = False
+    seed: SeedOptions = field(default_factory=SeedOptions)
+    scoring: object = None  # bowmap.smith_waterman.Scoring; None: its defaults
+    min_score: int | None = None  # None: see minimum_scores
+    write_unaligned: bool = True
+    read_group: tuple[str, list[str]] | None = None
+    chunk_bases: int = 4 << 20
+    serial: bool = False  # debugging: no threads, one device queue
+    progress: bool = False
+    command_line: str = ""
+
+
+def minimum_scores(read_lengths: np.ndarray, scoring, end_to_end: bool, min_score: int | None) -> np.ndarray:
+    """The score a read's best alignment needs to be reported.
+
+    Local mode: 30, BWA-MEM's -T with the same match score of 1, at most the score of a perfect
+    match (short reads still map when they match well). End-to-end: half the perfect score, so
+    about one mismatch in ten bases, as bowtie2's end-to-end default allows.
+    """
+    perfect = read_lengths.astype(np.int64) * scoring.match
+    if min_score is not None:
+        return np.full(len(read_lengths), min_score, dtype=np.int64)
+    if end_to_end:
+        return np.ceil(perfect * 0.5).astype(np.int64)
+    return np.minimum(30, np.maximum(perfect, 1))
+
+
+def best_two(read: np.ndarray, score: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each of ``count`` reads: the pair with the best score (ties: the first pair, pairs
+    being sorted by read, strand and position), or -1; that score; and the best score among the
+    read's other pairs (NO_SCORE when it has none)."""
+    from bowmap.sam_output import NO_SCORE
+
+    order = np.lexsort((np.arange(len(read)), -score.astype(np.int64), read))
+    sorted_read = order_read = read[order]
+    first = np.searchsorted(sorted_read, np.arange(count), side="left")
+    has = first < len(order)
+    has[has] = order_read[first[has]] == np.arange(count)[has]
+    best = np.full(count, -1, dtype=np.int64)
+    best[has] = order[first[has]]
+    best_score = np.full(count, NO_SCORE, dtype=np.int64)
+    best_score[has] = score[best[has]]
+    second_position = first + 1
+    has_second = has & (second_position < len(order))
+    has_second[has_second] = order_read[second_position[has_second]] == np.arange(count)[has_second]
+    second_score = np.full(count, NO_SCORE, dtype=np.int64)
+    second_score[has_second] = score[order[second_position[has_second]]]
+    return best, best_score, second_score
+
+
+class DeviceWorker:
+    """One device command queue's kernels and buffers: used by one thread at a time."""
+
+    def __init__(self, index, device, device_blocks, options: AlignOptions, scoring):
+        from bowmap.fm_search import FMSearch
+        from bowmap.seed_filter import SeedFilter
+        from bowmap.smith_waterman import SmithWaterman
+
+        self.index = index
+        self.options = options
+        self.scoring = scoring
+        # The seed and the Smith-Waterman stages run in different threads: a queue each, so
+        # neither waits behind the other's kernels.
+        self.seed_filter = SeedFilter(index, device_blocks, FMSearch(device, device.queue()), options.seed)
+        self.smith_waterman = SmithWaterman(device, scoring, device.queue())
+
+    def seed(self, chunk):
+        return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets)
+
+    def extend(self, item) -> tuple[bytes, int, int]:
+        """The chunk's SAM text, its read count and its mapped-read count."""
+        from bowmap.sam_output import format_chunk
+
+        chunk, windows = item
+        alignments = extend_chunk(self.index, self.smith_waterman, chunk, windows, self.scoring, self.options)
+        read_group_id = self.options.read_group[0] if self.options.read_group else None
+        text = format_chunk(chunk, alignments, self.index, self.scoring, read_group_id, self.options.write_unaligned)
+        return text, chunk.count, int(alignments.mapped.sum())
+
+
+def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions):
+    """Smith-Waterman over every candidate window, then the traceback of each read's best."""
+    from bowmap.sam_output import NO_SCORE, ChunkAlignments
+
+    count = chunk.count
+    lengths = np.diff(chunk.offsets)
+    read_codes = np.concatenate((chunk.codes, chunk.reverse_codes))
+    read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
+    read_lengths = np.concatenate((lengths, lengths))
+    window_lengths = windows.end - windows.start
+    window_codes = index.spans(windows.start, window_lengths)
+    window_offsets = np.concatenate(([0], np.cumsum(window_lengths)[:-1])).astype(np.int64)
+    pair_reads = windows.read + count * windows.reverse
+    pair_windows = np.arange(len(windows))
+    inputs = (read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths)
+    score, _, _ = smith_waterman.best(*inputs, pair_reads, pair_windows)
+    best, best_score, second_score = best_two(windows.read, score, count)
+    mapped = (best >= 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
+    chosen = best[mapped]
+    result = smith_waterman.traceback(*inputs, pair_reads[chosen], pair_windows[chosen])
+    position = np.zeros(count, dtype=np.int64)
+    contig = np.zeros(count, dtype=np.int32)
+    contig_of, offset = index.to_contig(windows.start[chosen] + result.window_start)
+    contig[mapped] = contig_of
+    position[mapped] = offset
+    cigar_lengths = np.zeros(count, dtype=np.int64)
+    cigar_lengths[mapped] = result.cigar_lengths
+    cigar_offsets = np.concatenate(([0], np.cumsum(cigar_lengths)))
+    # The traceback's operations are in the order of the chosen reads, which is input order.
+    score_out = np.zeros(count, dtype=np.int32)
+    score_out[mapped] = result.score
+    second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
+    return ChunkAlignments(
+        mapped=mapped,
+        reverse=np.where(mapped, windows.reverse[np.maximum(best, 0)], False) if len(windows) else mapped.copy(),
+        contig=contig,
+        position=position,
+        score=score_out,
+        second_score=second,
+        cigar_ops=result.cigar_ops,
+        cigar_offsets=cigar_offsets,
+    )
+
+
+def run_align(options: AlignOptions) -> dict:
+    """Map every read of ``options.reads``; return the run's summary figures."""
+    from bowmap.devices import open_devices
+    from bowmap.fm_search import DeviceBlock
+    from bowmap.index import load_index
+    from bowmap.pipeline import run_serial, run_threaded
+    from bowmap.reader import read_chunks
+    from bowmap.sam_output import SamWriter, sam_header
+    from bowmap.smith_waterman import Scoring
+
+    started = time.perf_counter()
+    scoring = options.scoring or Scoring(end_to_end=options.end_to_end)
+    index = load_index(options.index)
+    log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
+    header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
+    writer = SamWriter(options.output, header)  # fails now, before any work, if it cannot write
+    success = False
+    try:
+        devices = open_devices("cpu" if options.serial and options.devices is None else options.devices)
+        if options.serial:
+            devices = devices[:1]
+        workers = []
+        for device in devices:
+            needed = sum(block.occ.nbytes + block.marks.nbytes + block.samples.nbytes for block in index.blocks)
+            if needed > device.info.global_memory:
+                raise BowmapError(
+                    f"{options.index}: its {len(index.blocks)} blocks need {needed} bytes together but "
+                    f"{device.info.name} has {device.info.global_memory}; mapping block by block is not "
+                    "implemented yet: rebuild the index with a larger --device-mem"
+                )
+            device_blocks = [DeviceBlock(device, block) for block in index.blocks]
+            queues = 1 if options.serial else options.queues_per_device
+            workers += [DeviceWorker(index, device, device_blocks, options, scoring) for _ in range(queues)]
+        log.info("devices: %s; %d worker queue pair(s) [%.2f s]", ", ".join(d.info.name for d in devices), len(workers), time.perf_counter() - started)
+        totals = {"reads": 0, "mapped": 0}
+        mapping_started = time.perf_counter()
+
+        def write(result):
+            text, reads, mapped = result
+            writer.write(text)
+            totals["reads"] += reads
+            totals["mapped"] += mapped
+
+        chunks = read_chunks(options.reads, options.chunk_bases, index.max_read_length)
+        if options.serial:
+            worker = workers[0]
+            run_serial(chunks, [worker.seed, worker.extend], write)
+        else:
+            run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
+        success = True
+    finally:
+        writer.close(success)
+    elapsed = time.perf_counter() - started
+    reads = totals["reads"]
+    summary = {
+        "reads": reads,
+        "mapped": totals["mapped"],
+        "seconds": elapsed,
+        "mapping_seconds": time.perf_counter() - mapping_started,
+        "devices": [device.info.name for device in devices],
+    }
+    log.info(
+        "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
+        reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
+    )
+    return summary

@@ -1,0 +1,74 @@
+"""`bowmap align`: map reads (FASTQ or FASTA, gzipped or not) to an index, write SAM or BAM."""
+
+from __future__ import annotations
+
+import sys
+
+from bowmap.commands.options import add_devices_option
+from bowmap.errors import UsageError
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "align",
+        help="map reads to an index and write SAM/BAM",
+        description="Map READS (FASTQ or FASTA, gzipped or not, - for stdin) to the index at PREFIX.",
+    )
+    parser.add_argument("index", metavar="PREFIX")
+    parser.add_argument("reads", metavar="READS")
+    parser.add_argument("-o", "--output", metavar="OUT", help="SAM file, or BAM when it ends in .bam (default: SAM on stdout)")
+    add_devices_option(parser)
+    parser.add_argument("--queues-per-device", type=int, default=2, metavar="N", help="command queues (and worker thread pairs) per device (default 2)")
+    parser.add_argument("--end-to-end", action="store_true", help="align whole reads (default: local, with soft clipping)")
+    parser.add_argument("--min-score", type=int, metavar="S", help="report alignments scoring at least S (default: 30 local, half a perfect score end-to-end)")
+    scoring = parser.add_argument_group("scoring (BWA-MEM's defaults)")
+    scoring.add_argument("--match", type=int, default=1, metavar="A", help="match score (default 1)")
+    scoring.add_argument("--mismatch", type=int, default=4, metavar="B", help="mismatch penalty (default 4)")
+    scoring.add_argument("--gap-open", type=int, default=6, metavar="O", help="gap open penalty; a gap of k costs O + k*E (default 6)")
+    scoring.add_argument("--gap-extend", type=int, default=1, metavar="E", help="gap extension penalty (default 1)")
+    seeds = parser.add_argument_group("seeds")
+    seeds.add_argument("--seed-length", type=int, default=20, metavar="L", help="exact seed length (default 20)")
+    seeds.add_argument("--positions-per-read", type=int, default=64, metavar="N", help="located seed positions per read, narrowest intervals first (default 64)")
+    seeds.add_argument("--windows-per-read", type=int, default=16, metavar="N", help="candidate windows per read given to Smith-Waterman (default 16)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--no-unal", action="store_true", help="leave unaligned reads out")
+    output.add_argument("--rg-id", metavar="ID", help="read group ID: an @RG header line and an RG tag on every read")
+    output.add_argument("--rg", action="append", default=[], metavar="TAG:VALUE", help="more @RG fields (repeatable; needs --rg-id)")
+    parser.add_argument("--chunk-bases", type=int, default=4 << 20, metavar="N", help="bases of reads per chunk (default 4 Mi)")
+    parser.add_argument("--serial", action="store_true", help="debugging: no threads, one device queue")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
+    return run
+
+
+def run(args) -> int:
+    from bowmap.align import AlignOptions, run_align
+    from bowmap.seed_filter import SeedOptions
+    from bowmap.smith_waterman import Scoring
+
+    for name in ("queues_per_device", "match", "seed_length", "positions_per_read", "windows_per_read", "chunk_bases"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    for name in ("mismatch", "gap_open", "gap_extend"):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name.replace('_', '-')} must not be negative")
+    if args.rg and not args.rg_id:
+        raise UsageError("--rg needs --rg-id")
+    options = AlignOptions(
+        index=args.index,
+        reads=args.reads,
+        output=args.output,
+        devices=args.devices,
+        queues_per_device=args.queues_per_device,
+        end_to_end=args.end_to_end,
+        seed=SeedOptions(seed_length=args.seed_length, positions_per_read=args.positions_per_read, windows_per_read=args.windows_per_read),
+        scoring=Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend, end_to_end=args.end_to_end),
+        min_score=args.min_score,
+        write_unaligned=not args.no_unal,
+        read_group=(args.rg_id, list(args.rg)) if args.rg_id else None,
+        chunk_bases=args.chunk_bases,
+        serial=args.serial,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        command_line=args.command_line,
+    )
+    run_align(options)
+    return 0

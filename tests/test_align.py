@@ -1,0 +1,178 @@
+"""`bowmap align` end to end on simulated lambda reads: accuracy, invariants, bad input."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pysam
+import pytest
+
+from bowmap.cli import main
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+LAMBDA = DATA / "lambda_virus.fa"
+READS = DATA / "lambda_reads_100bp.fq.gz"
+TRUTH = DATA / "lambda_reads_100bp.truth.tsv"
+
+
+def run(capsys, *argv):
+    code = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("indexes")
+    one, many = folder / "one", folder / "many"
+    assert main(["-q", "index", str(LAMBDA), str(one)]) == 0
+    assert main(["-q", "index", str(LAMBDA), str(many), "--device-mem", "48K", "--max-read-length", "150"]) == 0
+    return one, many
+
+
+@pytest.fixture(scope="module")
+def aligned(indexes, tmp_path_factory):
+    out = tmp_path_factory.mktemp("aligned") / "out.sam"
+    assert main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--devices", "cpu", "--queues-per-device", "2"]) == 0
+    return out
+
+
+def test_reads_map_to_their_true_place(aligned):
+    truth = {}
+    for line in TRUTH.read_text().splitlines()[1:]:
+        name, strand, position, _ = line.split("\t")
+        truth[name] = (strand == "-", int(position) - 1)
+    correct = total = 0
+    with pysam.AlignmentFile(str(aligned)) as sam:
+        for read in sam:
+            assert not read.is_secondary and not read.is_supplementary
+            total += 1
+            reverse, position = truth[read.query_name]
+            if read.is_mapped and read.is_reverse == reverse and abs(read.reference_start - position) <= 5:
+                correct += 1
+    assert total == len(truth)
+    assert correct / total >= 0.98, correct / total
+
+
+def test_sam_passes_samtools_and_agrees_with_the_reference(aligned, tmp_path):
+    assert pysam.quickcheck(str(aligned)) == ""
+    sorted_bam = str(tmp_path / "sorted.bam")
+    pysam.sort("-o", sorted_bam, str(aligned))
+    pysam.index(sorted_bam)
+    assert "2000 + 0 in total" in pysam.flagstat(sorted_bam)
+    reference = "".join(line.strip() for line in LAMBDA.read_text().splitlines()[1:]).upper()
+    with pysam.AlignmentFile(str(aligned)) as sam:
+        header = sam.header.to_dict()
+        assert header["HD"]["SO"] == "unsorted" and header["SQ"][0]["LN"] == 48502
+        assert header["PG"][0]["ID"] == "bowmap" and "align" in header["PG"][0]["CL"]
+        for read in sam:
+            if read.is_unmapped:
+                continue
+            assert read.infer_read_length() == len(read.query_sequence)
+            mismatches = sum(
+                1 for query, ref in read.get_aligned_pairs(matches_only=True)
+                if read.query_sequence[query] != reference[ref]
+            )
+            gaps = sum(length for op, length in read.cigartuples if op in (1, 2))
+            assert read.get_tag("NM") == mismatches + gaps
+            assert read.get_reference_sequence().upper() == reference[read.reference_start : read.reference_end]
+            assert read.get_tag("AS") >= 30
+            if read.has_tag("XS"):
+                assert read.get_tag("XS") <= read.get_tag("AS")
+
+
+def test_output_is_identical_whatever_the_threads_queues_and_blocks(indexes, aligned, tmp_path, capsys):
+    expected = aligned.read_bytes()
+    for name, prefix, extra in (
+        ("serial", indexes[0], ["--serial"]),
+        ("one-queue", indexes[0], ["--queues-per-device", "1", "--chunk-bases", "7000"]),
+        ("many-blocks", indexes[1], ["--queues-per-device", "3", "--chunk-bases", "20000"]),
+    ):
+        out = tmp_path / f"{name}.sam"
+        code, _, err = run(capsys, "-q", "align", prefix, READS, "-o", out, "--devices", "cpu", *extra)
+        assert code == 0, err
+        body = [line for line in out.read_bytes().splitlines() if not line.startswith(b"@PG")]
+        assert body == [line for line in expected.splitlines() if not line.startswith(b"@PG")], name
+
+
+def test_bam_output_and_read_groups(indexes, tmp_path, capsys):
+    out = tmp_path / "out.bam"
+    code, _, err = run(capsys, "-q", "align", indexes[0], READS, "-o", out, "--rg-id", "lane1", "--rg", "SM:lambda", "--no-unal")
+    assert code == 0, err
+    with pysam.AlignmentFile(str(out), "rb") as bam:
+        assert bam.header.to_dict()["RG"] == [{"ID": "lane1", "SM": "lambda"}]
+        reads = list(bam)
+    assert reads and all(read.get_tag("RG") == "lane1" and read.is_mapped for read in reads)
+
+
+def test_stdout_and_fasta_input(indexes, tmp_path, capsys):
+    fasta = tmp_path / "reads.fa"
+    with gzip.open(READS, "rt") as handle:
+        lines = handle.read().splitlines()
+    fasta.write_text("".join(f">{lines[i][1:]}\n{lines[i + 1]}\n" for i in range(0, 400, 4)))
+    code, out, err = run(capsys, "align", indexes[0], fasta)
+    assert code == 0, err
+    records = [line.split("\t") for line in out.splitlines() if not line.startswith("@")]
+    assert len(records) == 100 and all(record[10] == "*" for record in records)
+    assert "100 reads" in err and "mapped" in err
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ("@r1\nACGT\nIIII\n@r2\nACGT\n+\nIIII\n", ":3:"),
+        ("@r1\nACGT\n+\nIII\n", ":4:"),
+        ("@r1\nACGT\n+\nIIII\n@r2\nACG", ":5:"),
+    ],
+)
+def test_malformed_fastq_fails_cleanly(indexes, tmp_path, capsys, content, needle):
+    reads = write(tmp_path / "bad.fq", content)
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", indexes[0], reads, "-o", out)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("bowmap: error: ") and str(reads) + needle in lines[-1] and "Traceback" not in err
+    assert not out.exists() and os.listdir(tmp_path) == ["bad.fq"]
+
+
+def test_empty_reads_give_a_header_only(indexes, tmp_path, capsys):
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", indexes[0], write(tmp_path / "empty.fq", ""), "-o", out)
+    assert code == 0, err
+    text = out.read_text()
+    assert text.startswith("@HD") and all(line.startswith("@") for line in text.splitlines())
+
+
+def test_short_and_ambiguous_reads_are_unmapped(indexes, tmp_path, capsys):
+    reads = write(tmp_path / "odd.fq", "@short\nACGTAC\n+\nIIIIII\n@allN\n" + "N" * 50 + "\n+\n" + "I" * 50 + "\n@empty\n\n+\n\n")
+    code, out, err = run(capsys, "align", indexes[0], reads)
+    assert code == 0, err
+    flags = [int(line.split("\t")[1]) for line in out.splitlines() if not line.startswith("@")]
+    assert flags == [4, 4, 4]
+
+
+def test_missing_index_and_unwritable_output_fail_before_any_work(indexes, tmp_path, capsys):
+    code, _, err = run(capsys, "align", tmp_path / "absent", READS)
+    assert code == 1 and "no bowmap index" in err
+    code, _, err = run(capsys, "align", indexes[0], READS, "-o", tmp_path / "no" / "such" / "out.sam")
+    assert code == 1 and "out.sam" in err and "Traceback" not in err
+
+
+def test_a_failing_worker_stops_the_run_and_leaves_no_output(indexes, tmp_path, capsys, monkeypatch):
+    from bowmap import align
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("simulated kernel failure")
+
+    monkeypatch.setattr(align, "extend_chunk", fail)
+    out = tmp_path / "out.sam"
+    with pytest.raises(RuntimeError):
+        main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--chunk-bases", "5000"])
+    assert not out.exists() and os.listdir(tmp_path) == []
