@@ -156,6 +156,8 @@ def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, option
 
 def run_align(options: AlignOptions) -> dict:
     """Map every read of ``options.reads``; return the run's summary figures."""
+    from tqdm import tqdm
+
     from bowmap.devices import open_devices
     from bowmap.fm_search import DeviceBlock
     from bowmap.index import load_index
@@ -170,14 +172,15 @@ def run_align(options: AlignOptions) -> dict:
     log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
     header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
     writer = SamWriter(options.output, header)  # fails now, before any work, if it cannot write
+    bar = tqdm(desc="mapped", unit=" reads", unit_scale=True, disable=not options.progress, leave=False)
     success = False
     try:
-        devices = open_devices("cpu" if options.serial and options.devices is None else options.devices)
+        devices = open_devices(options.devices)
         if options.serial:
             devices = devices[:1]
+        needed = sum(block.occ.nbytes + block.marks.nbytes + block.samples.nbytes for block in index.blocks)
         workers = []
         for device in devices:
-            needed = sum(block.occ.nbytes + block.marks.nbytes + block.samples.nbytes for block in index.blocks)
             if needed > device.info.global_memory:
                 raise BowmapError(
                     f"{options.index}: its {len(index.blocks)} blocks need {needed} bytes together but "
@@ -196,6 +199,7 @@ def run_align(options: AlignOptions) -> dict:
             writer.write(text)
             totals["reads"] += reads
             totals["mapped"] += mapped
+            bar.update(reads)
 
         chunks = read_chunks(options.reads, options.chunk_bases, index.max_read_length)
         if options.serial:
@@ -205,6 +209,7 @@ def run_align(options: AlignOptions) -> dict:
             run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
         success = True
     finally:
+        bar.close()
         writer.close(success)
     elapsed = time.perf_counter() - started
     reads = totals["reads"]
