@@ -61,7 +61,7 @@ def best_two(read: np.ndarray, score: np.ndarray, count: int) -> tuple[np.ndarra
     """For each of ``count`` reads: the pair with the best score (ties: the first pair, pairs
     being sorted by read, strand and position), or -1; that score; and the best score among the
     read's other pairs (NO_SCORE when it has none)."""
-    from bowmap.sam_output import NO_SCORE
+    from bowmap.mapq import NO_SCORE
 
     order = np.lexsort((np.arange(len(read)), -score.astype(np.int64), read))
     sorted_read = order_read = read[order]
@@ -83,12 +83,13 @@ def best_two(read: np.ndarray, score: np.ndarray, count: int) -> tuple[np.ndarra
 class DeviceWorker:
     """One device command queue's kernels and buffers: used by one thread at a time."""
 
-    def __init__(self, index, device, device_blocks, options: AlignOptions, scoring):
+    def __init__(self, index, reference_text, device, device_blocks, options: AlignOptions, scoring):
         from bowmap.fm_search import FMSearch
         from bowmap.seed_filter import SeedFilter
         from bowmap.smith_waterman import SmithWaterman
 
         self.index = index
+        self.reference_text = reference_text
         self.options = options
         self.scoring = scoring
         # The seed and the Smith-Waterman stages run in different threads: a queue each, so
@@ -106,7 +107,7 @@ class DeviceWorker:
         chunk, windows = item
         alignments = extend_chunk(self.index, self.smith_waterman, chunk, windows, self.scoring, self.options)
         read_group_id = self.options.read_group[0] if self.options.read_group else None
-        text = format_chunk(chunk, alignments, self.index, self.scoring, read_group_id, self.options.write_unaligned)
+        text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
         return text, chunk.count, int(alignments.mapped.sum())
 
 
@@ -163,7 +164,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.index import load_index
     from bowmap.pipeline import run_serial, run_threaded
     from bowmap.reader import read_chunks
-    from bowmap.sam_output import SamWriter, sam_header
+    from bowmap.sam_output import ReferenceText, SamWriter, sam_header
     from bowmap.smith_waterman import Scoring
 
     started = time.perf_counter()
@@ -178,6 +179,7 @@ def run_align(options: AlignOptions) -> dict:
         devices = open_devices(options.devices)
         if options.serial:
             devices = devices[:1]
+        reference_text = ReferenceText.from_index(index)
         needed = sum(block.occ.nbytes + block.marks.nbytes + block.samples.nbytes for block in index.blocks)
         workers = []
         for device in devices:
@@ -189,7 +191,7 @@ def run_align(options: AlignOptions) -> dict:
                 )
             device_blocks = [DeviceBlock(device, block) for block in index.blocks]
             queues = 1 if options.serial else options.queues_per_device
-            workers += [DeviceWorker(index, device, device_blocks, options, scoring) for _ in range(queues)]
+            workers += [DeviceWorker(index, reference_text, device, device_blocks, options, scoring) for _ in range(queues)]
         log.info("devices: %s; %d worker queue pair(s) [%.2f s]", ", ".join(d.info.name for d in devices), len(workers), time.perf_counter() - started)
         totals = {"reads": 0, "mapped": 0}
         mapping_started = time.perf_counter()

@@ -80,7 +80,11 @@ class FMIndex:
         where the reference base is ambiguous (its indexed stand-in is not reported)."""
         starts = np.asarray(starts, dtype=np.int64)
         lengths = np.asarray(lengths, dtype=np.int64)
-        positions = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        return self.codes_at(np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum())))
+
+    def codes_at(self, positions: np.ndarray) -> np.ndarray:
+        """Reference codes (uint8) at text positions, 4 where the base is ambiguous."""
+        positions = np.asarray(positions, dtype=np.int64)
         codes = (self.packed[positions >> 2] >> ((positions & 3) << 1).astype(np.uint8)) & 3
         if len(self.ambiguous_starts):
             run = np.searchsorted(self.ambiguous_starts, positions, side="right") - 1

@@ -1,0 +1,592 @@
+"""The SAM/BAM output stage of ``bowmap align``: header, chunk formatting, and the one writer.
+
+A chunk's SAM text is built with NumPy for all its reads at once, never with a Python loop over
+reads or over CIGAR operations. Every field of a batch of lines becomes a NUL-padded ``uint8``
+matrix (one row per line): integers through ``astype('S<width>')``, read names / SEQ / QUAL by
+scattering the concatenated bytes into the matrix under a ``column < length`` mask, CIGAR and MD
+as flat byte arrays (built across all operations and all mismatches of the batch) with per-line
+lengths. The matrices are laid side by side and the NUL padding is dropped in one step
+(``matrix[matrix != 0]``); SAM text never contains a NUL, so only padding goes. A padded field
+may sit anywhere in its columns (a reversed QUAL row is right-aligned), since all NULs go.
+
+Coordinates: ``ChunkAlignments.position`` is 0-based in its contig; SAM POS is 1-based.
+Reference "text" positions are 0-based offsets in the concatenation of all contigs.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap import __version__
+from bowmap.errors import BowmapError, UsageError
+from bowmap.mapq import NO_SCORE, mapping_quality
+
+__all__ = [
+    "NO_SCORE",
+    "ChunkAlignments",
+    "ReferenceText",
+    "SamWriter",
+    "format_chunk",
+    "mapping_quality",
+    "sam_header",
+]
+
+# BAM CIGAR operation codes (op = length << 4 | code) and their letters.
+CIGAR_LETTERS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8)
+_QUERY_CONSUMING = np.array([1, 1, 0, 0, 1, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M I S = X
+_REFERENCE_CONSUMING = np.array([1, 0, 1, 0, 0, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M D = X
+_ALIGNED = np.array([1, 0, 0, 0, 0, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M = X
+_SUPPORTED = np.array([1, 1, 1, 0, 1, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M I D S = X
+INSERTION, DELETION, SOFT_CLIP = 1, 2, 4
+
+# Codes 0..4 -> letters. Padded matrices hold code + 1 so that 0 stays the padding.
+_BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
+_FORWARD_LETTERS = np.frombuffer(b"\0ACGTN" + b"N" * 250, dtype=np.uint8)
+_COMPLEMENT_LETTERS = np.frombuffer(b"\0TGCAN" + b"N" * 250, dtype=np.uint8)
+
+FLAG_REVERSE, FLAG_UNMAPPED, FLAG_SECONDARY = 16, 4, 256
+
+# Lines are formatted in batches whose padded matrix stays near this many bytes, which also
+# bounds the per-base arrays of NM/MD (about 30 bytes per aligned base).
+_BATCH_BYTES = 8 << 20
+
+
+@dataclass
+class ChunkAlignments:
+    """Alignments of one chunk, one row per SAM line, in input order.
+
+    By default there is exactly one row per read (row i is read i). With ``read_index`` a read
+    may have several rows (its primary then its secondary alignments, ``secondary`` True),
+    ``read_index`` non-decreasing.
+    """
+
+    mapped: np.ndarray  # bool[m]
+    reverse: np.ndarray  # bool[m]: the read's reverse complement aligns
+    contig: np.ndarray  # int32[m]: index into the reference's contigs (any value when unmapped)
+    position: np.ndarray  # int64[m]: 0-based leftmost reference base of the alignment in its contig
+    score: np.ndarray  # int32[m]: best alignment score (AS)
+    second_score: np.ndarray  # int32[m]: second-best score, or NO_SCORE (no XS tag)
+    cigar_ops: np.ndarray  # uint32: BAM encoding (length << 4 | op; M=0 I=1 D=2 S=4 ==7 X=8), rows concatenated
+    cigar_offsets: np.ndarray  # int64[m + 1]
+    mapq: np.ndarray | None = None  # uint8[m]; None: computed by format_chunk from the scores
+    secondary: np.ndarray | None = None  # bool[m]; None: all primary
+    read_index: np.ndarray | None = None  # int64[m]; None: row i is read i
+
+    @classmethod
+    def all_unmapped(cls, count: int) -> ChunkAlignments:
+        zeros = np.zeros(count, dtype=np.int64)
+        return cls(
+            mapped=np.zeros(count, dtype=bool),
+            reverse=np.zeros(count, dtype=bool),
+            contig=zeros.astype(np.int32),
+            position=zeros,
+            score=zeros.astype(np.int32),
+            second_score=np.full(count, NO_SCORE, dtype=np.int32),
+            cigar_ops=np.zeros(0, dtype=np.uint32),
+            cigar_offsets=np.zeros(count + 1, dtype=np.int64),
+        )
+
+
+class ReferenceText:
+    """Reference codes (0..3, 4 = ambiguous) looked up for many positions at once.
+
+    Reads either a loaded index (its packed text, with ambiguous runs read as 4) or one code a
+    byte (``codes``, for tests).
+    """
+
+    def __init__(self, names, starts, lengths, *, codes=None, index=None):
+        self.contig_names = [str(name) for name in names]
+        self.contig_starts = np.asarray(starts, dtype=np.int64)
+        self.contig_lengths = np.asarray(lengths, dtype=np.int64)
+        self._codes = None if codes is None else np.asarray(codes, dtype=np.uint8)
+        self._index = index
+        if (self._codes is None) == (self._index is None):
+            raise ValueError("ReferenceText needs exactly one of codes and index")
+        self._rname_table = None
+
+    @classmethod
+    def from_index(cls, index) -> ReferenceText:
+        """From a loaded :class:`bowmap.index.FMIndex` (no copy of the packed text)."""
+        return cls(index.contig_names, index.contig_starts, index.contig_lengths, index=index)
+
+    @classmethod
+    def from_sequences(cls, names, sequences) -> ReferenceText:
+        """From one code array (0..3, 4 = ambiguous) per contig."""
+        lengths = np.array([len(sequence) for sequence in sequences], dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        codes = np.concatenate([np.asarray(s, dtype=np.uint8) for s in sequences]) if sequences else np.zeros(0, np.uint8)
+        return cls(names, starts, lengths, codes=codes)
+
+    def text_codes(self, text_positions: np.ndarray) -> np.ndarray:
+        """Codes (uint8, 4 = ambiguous) at 0-based text positions."""
+        positions = np.asarray(text_positions, dtype=np.int64)
+        return self._codes[positions] if self._codes is not None else self._index.codes_at(positions)
+
+    def __call__(self, contig: int, start: int, length: int) -> np.ndarray:
+        """Codes of ``length`` bases from 0-based ``start`` in ``contig``."""
+        return self.text_codes(self.contig_starts[contig] + start + np.arange(length, dtype=np.int64))
+
+    def rname_table(self) -> np.ndarray:
+        """Padded RNAME bytes: row c is contig c's name, the last row is '*'."""
+        if self._rname_table is None:
+            encoded = [name.encode() for name in self.contig_names] + [b"*"]
+            self._rname_table = np.array(encoded, dtype=f"S{max(len(name) for name in encoded)}")
+            self._rname_table = self._rname_table.view(np.uint8).reshape(len(encoded), -1)
+        return self._rname_table
+
+
+# ---------------------------------------------------------------------------------- header
+
+
+def _check_header_text(text: str, what: str) -> None:
+    if not text or any(character in text for character in "\t\n\r") or not text.isprintable():
+        raise UsageError(f"{what} {text!r}: must be non-empty printable text without tabs or newlines")
+
+
+def sam_header(contig_names, contig_lengths, command_line: str, read_group: tuple[str, list[str]] | None) -> str:
+    """The SAM header: @HD VN:1.6 SO:unsorted, one @SQ a contig, @RG when ``read_group`` is
+    (ID, ["TAG:VALUE", ...]), and @PG with the command line. A bad read-group field or contig
+    name raises a one-line :class:`UsageError` / :class:`BowmapError`."""
+    lines = ["@HD\tVN:1.6\tSO:unsorted"]
+    for name, length in zip(contig_names, contig_lengths):
+        # htslib reads any other printable name; these would break SAM parsing.
+        if not name or name[0] in "*=" or not name.isprintable() or any(c.isspace() for c in name):
+            raise BowmapError(f"reference name {name!r} cannot be written to SAM (empty, starts with '*' or '=', or has spaces)")
+        lines.append(f"@SQ\tSN:{name}\tLN:{int(length)}")
+    if read_group is not None:
+        identifier, fields = read_group
+        _check_header_text(identifier, "--rg-id")
+        seen = {"ID"}
+        for field in fields:
+            tag, colon, value = field.partition(":")
+            if not (len(tag) == 2 and tag[0].isascii() and tag[0].isalpha() and tag.isascii() and tag.isalnum()) or not colon:
+                raise UsageError(f"--rg {field!r}: expected TAG:VALUE with a two-character tag such as SM:sample")
+            _check_header_text(value, f"--rg {tag}")
+            if tag in seen:
+                raise UsageError(f"--rg {field!r}: tag {tag} given twice (ID comes from --rg-id)")
+            seen.add(tag)
+        lines.append("\t".join(["@RG", f"ID:{identifier}", *fields]))
+    # CL is one header field: tabs or newlines inside the command line would split it.
+    command = " ".join(command_line.split())
+    lines.append(f"@PG\tID:bowmap\tPN:bowmap\tVN:{__version__}\tCL:{command}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- array helpers
+
+
+def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.int64)
+    return np.cumsum(values) - values
+
+
+def _segment_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(start, start + length)`` for each segment."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    total = int(lengths.sum())
+    return np.repeat(np.asarray(starts, dtype=np.int64) - _exclusive_cumsum(lengths), lengths) + np.arange(total, dtype=np.int64)
+
+
+def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Sums of consecutive segments of ``values`` with ``counts`` elements each (0 allowed)."""
+    totals = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
+    ends = np.cumsum(counts, dtype=np.int64)
+    return totals[ends] - totals[ends - counts]
+
+
+def _padded(flat: np.ndarray, lengths: np.ndarray, minimum_width: int = 1) -> np.ndarray:
+    """Rows of a NUL-padded matrix from concatenated rows (``flat`` holds exactly the rows)."""
+    width = max(int(lengths.max(initial=0)), minimum_width)
+    matrix = np.zeros((len(lengths), width), dtype=np.uint8)
+    # Boolean-mask assignment fills in row-major order, which is the order of ``flat``.
+    matrix[np.arange(width) < lengths[:, None]] = flat
+    return matrix
+
+
+# Decimal text of 0..9999, unpadded and zero-padded to four digits (NUL-padded uint8 rows).
+_SMALL_NUMBERS = np.array([str(number).encode() for number in range(10000)], dtype="S4").view(np.uint8).reshape(10000, 4)
+_DIGIT_GROUPS = np.array([f"{number:04d}".encode() for number in range(10000)], dtype="S4").view(np.uint8).reshape(10000, 4)
+
+
+def _decimal(values: np.ndarray) -> np.ndarray:
+    """Decimal text of integers as a NUL-padded (n, width) uint8 matrix; the text may start
+    after some NULs (callers drop them). Table look-ups, four digits at a time: several times
+    faster than ``astype('S')``."""
+    values = np.asarray(values, dtype=np.int64)
+    if len(values) == 0:
+        return np.zeros((0, 1), dtype=np.uint8)
+    low, high = int(values.min()), int(values.max())
+    if low >= 0 and high < 10000:
+        return _SMALL_NUMBERS[values]
+    magnitude = np.abs(values)
+    groups = -(-len(str(max(high, -low))) // 4)
+    digits = np.concatenate([_DIGIT_GROUPS[(magnitude // 10 ** (4 * group)) % 10000] for group in reversed(range(groups))], axis=1)
+    keep = np.maximum.accumulate(digits != ord("0"), axis=1)
+    keep[:, -1] = True  # zero itself
+    digits[~keep] = 0
+    if low < 0:
+        sign = np.where(values < 0, ord("-"), 0).astype(np.uint8)[:, None]
+        digits = np.concatenate((sign, digits), axis=1)
+    return digits
+
+
+def _constant(text: bytes, rows: int) -> np.ndarray:
+    return np.broadcast_to(np.frombuffer(text, dtype=np.uint8), (rows, len(text)))
+
+
+def _tag(prefix: bytes, values: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """A tag column block: ``prefix`` then the padded ``values`` on rows where ``present``."""
+    block = np.concatenate((_constant(prefix, len(values)), values), axis=1)
+    block[~present] = 0
+    return block
+
+
+# ------------------------------------------------------------------------------- formatting
+
+
+@dataclass
+class _Cigars:
+    """CIGAR, NM and MD of mapped lines, as padded matrices (one row a line)."""
+
+    cigar: np.ndarray
+    edit_distance: np.ndarray
+    md: np.ndarray
+
+
+def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, reference) -> _Cigars:
+    """CIGAR text, NM and MD for mapped alignment ``rows`` (of ``reads``), vectorised over every
+    operation and every aligned base. ``read_pool`` is the chunk's forward codes followed by
+    its reverse-complement codes. NM and MD follow samtools calmd: a base matches only when
+    read and reference hold the same unambiguous base."""
+    count = len(rows)
+    op_first = alignments.cigar_offsets[rows].astype(np.int64)
+    op_counts = alignments.cigar_offsets[rows + 1].astype(np.int64) - op_first
+    ops = np.asarray(alignments.cigar_ops, dtype=np.uint32)[_segment_indices(op_first, op_counts)]
+    op_row = np.repeat(np.arange(count, dtype=np.int64), op_counts)
+    op_length = (ops >> 4).astype(np.int64)
+    op_code = (ops & 0xF).astype(np.intp)
+    read_lengths = np.diff(chunk.offsets)[reads]
+
+    if not _SUPPORTED[op_code].all() or (op_length <= 0).any():
+        raise ValueError("CIGAR with an unsupported operation (only M I D S = X) or a zero length")
+    first_op = _exclusive_cumsum(op_counts)
+    last_op = first_op + op_counts - 1
+    clip_inside = (op_code == SOFT_CLIP) & (np.arange(len(ops)) != first_op[op_row]) & (np.arange(len(ops)) != last_op[op_row])
+    if clip_inside.any():
+        raise ValueError(f"CIGAR of read {int(reads[op_row[clip_inside][0]])} has a soft clip between other operations")
+    query_use = np.where(_QUERY_CONSUMING[op_code], op_length, 0)
+    reference_use = np.where(_REFERENCE_CONSUMING[op_code], op_length, 0)
+    query_total = _segment_sum(query_use, op_counts)
+    span = _segment_sum(reference_use, op_counts)
+    wrong = (query_total != read_lengths) | (span == 0)
+    if wrong.any():
+        row = int(np.flatnonzero(wrong)[0])
+        raise ValueError(f"CIGAR of read {int(reads[row])} covers {int(query_total[row])} read bases and {int(span[row])} reference bases; the read has {int(read_lengths[row])}")
+    contig = alignments.contig[rows].astype(np.int64)
+    position = alignments.position[rows].astype(np.int64)
+    if ((contig < 0) | (contig >= len(reference.contig_lengths))).any():
+        raise ValueError("alignment on a contig the reference does not have")
+    outside = (position < 0) | (position + span > reference.contig_lengths[contig])
+    if outside.any():
+        raise ValueError(f"alignment of read {int(reads[np.flatnonzero(outside)[0]])} runs past its contig")
+
+    # Where each operation starts in its read (aligned strand) and in its reference span.
+    query_before = _exclusive_cumsum(query_use)
+    query_before -= np.repeat(query_before[first_op], op_counts)
+    reference_before = _exclusive_cumsum(reference_use)
+    reference_before -= np.repeat(reference_before[first_op], op_counts)
+
+    # CIGAR text: each operation's length digits then its letter; concatenated they are the rows.
+    digits = _decimal(op_length)
+    op_text = np.concatenate((digits, CIGAR_LETTERS[op_code][:, None]), axis=1)
+    op_text_length = (digits != 0).sum(axis=1) + 1
+    cigar = _padded(op_text[op_text != 0], _segment_sum(op_text_length, op_counts))
+
+    # The reference bases under every span, rows concatenated.
+    span_start = _exclusive_cumsum(span)
+    span_codes = reference.text_codes(_segment_indices(reference.contig_starts[contig] + position, span))
+
+    # Every aligned (M = X) base: read code against reference code.
+    aligned = np.flatnonzero(_ALIGNED[op_code])
+    aligned_length = op_length[aligned]
+    aligned_first = _exclusive_cumsum(aligned_length)
+    read_start = np.asarray(chunk.offsets, dtype=np.int64)[reads] + np.where(reverse, len(chunk.codes), 0)
+    read_codes = read_pool[_segment_indices(read_start[op_row[aligned]] + query_before[aligned], aligned_length)]
+    reference_codes = span_codes[_segment_indices(span_start[op_row[aligned]] + reference_before[aligned], aligned_length)]
+    mismatch_base = np.flatnonzero((read_codes != reference_codes) | (read_codes > 3) | (reference_codes > 3))
+    mismatch_run = np.searchsorted(aligned_first, mismatch_base, side="right") - 1
+    mismatch_op = aligned[mismatch_run]
+    mismatch_row = op_row[mismatch_op]
+    mismatch_offset = reference_before[mismatch_op] + mismatch_base - aligned_first[mismatch_run]
+
+    gaps = np.where((op_code == INSERTION) | (op_code == DELETION), op_length, 0)
+    edit_distance = np.bincount(mismatch_row, minlength=count) + _segment_sum(gaps, op_counts)
+
+    # MD: events (a mismatched base, a deletion) in reference order, each preceded by the count
+    # of matching bases since the previous event; a final count ends every row.
+    deletion = np.flatnonzero(op_code == DELETION)
+    event_row = np.concatenate((mismatch_row, op_row[deletion]))
+    event_offset = np.concatenate((mismatch_offset, reference_before[deletion]))
+    event_span = np.concatenate((np.ones(len(mismatch_row), dtype=np.int64), op_length[deletion]))
+    order = np.argsort(span_start[event_row] + event_offset, kind="stable")
+    event_row, event_offset, event_span = event_row[order], event_offset[order], event_span[order]
+    is_deletion = order >= len(mismatch_row)
+    events_per_row = np.bincount(event_row, minlength=count)
+    first_event = _exclusive_cumsum(events_per_row)
+    rank = np.arange(len(event_row)) - first_event[event_row]
+    event_end = event_offset + event_span
+    previous_end = np.where(rank == 0, 0, np.concatenate(([0], event_end[:-1])))
+    last_end = np.zeros(count, dtype=np.int64)
+    has_events = events_per_row > 0
+    last_end[has_events] = event_end[first_event[has_events] + events_per_row[has_events] - 1]
+
+    items_per_row = 2 * events_per_row + 1
+    item_base = _exclusive_cumsum(items_per_row)
+    event_slot = item_base[event_row] + 2 * rank + 1
+    number_slot = np.concatenate((event_slot - 1, item_base + 2 * events_per_row))
+    number_text = _decimal(np.concatenate((event_offset - previous_end, span - last_end)))
+    number_mask = number_text != 0
+    item_length = np.zeros(int(items_per_row.sum()), dtype=np.int64)
+    item_length[number_slot] = number_mask.sum(axis=1)
+    item_length[event_slot] = np.where(is_deletion, 1 + event_span, 1)
+    item_start = _exclusive_cumsum(item_length)
+    md_flat = np.zeros(int(item_length.sum()), dtype=np.uint8)
+    md_flat[(item_start[number_slot][:, None] + np.cumsum(number_mask, axis=1) - 1)[number_mask]] = number_text[number_mask]
+    event_code = span_codes[span_start[event_row] + event_offset]
+    md_flat[item_start[event_slot]] = np.where(is_deletion, ord("^"), _BASE_LETTERS[np.minimum(event_code, 4)])
+    deleted = np.flatnonzero(is_deletion)
+    deleted_codes = span_codes[_segment_indices(span_start[event_row[deleted]] + event_offset[deleted], event_span[deleted])]
+    md_flat[_segment_indices(item_start[event_slot[deleted]] + 1, event_span[deleted])] = _BASE_LETTERS[np.minimum(deleted_codes, 4)]
+    md = _padded(md_flat, _segment_sum(item_length, items_per_row))
+    return _Cigars(cigar=cigar, edit_distance=edit_distance, md=md)
+
+
+def _format_rows(chunk, alignments, rows, context) -> bytes:
+    """SAM lines for alignment ``rows`` (sorted, of reads forming one input-order run)."""
+    count = len(rows)
+    reads = context.read_index[rows]
+    first_read, end_read = int(reads[0]), int(reads[-1]) + 1
+    local = reads - first_read
+    every_read = count == end_read - first_read and bool((local == np.arange(count)).all())
+    offsets = chunk.offsets
+    read_lengths = context.read_lengths[reads]
+    mapped = alignments.mapped[rows]
+    reverse = alignments.reverse[rows] & mapped
+    empty = read_lengths == 0
+
+    def per_read(matrix):
+        return matrix if every_read else matrix[local]
+
+    name_offsets = chunk.name_offsets
+    names = per_read(_padded(chunk.names[name_offsets[first_read] : name_offsets[end_read]], np.diff(name_offsets[first_read : end_read + 1])))
+    names[names[:, 0] == 0, 0] = ord("*")
+
+    span_lengths = context.read_lengths[first_read:end_read]
+    codes = per_read(_padded(chunk.codes[offsets[first_read] : offsets[end_read]] + np.uint8(1), span_lengths))
+    sequence = _FORWARD_LETTERS[codes]
+    # Reversed padded rows are right-aligned: harmless, since all NUL padding is dropped.
+    sequence[reverse] = _COMPLEMENT_LETTERS[codes[reverse, ::-1]]
+    sequence[empty, 0] = ord("*")
+    if chunk.qualities is None:
+        quality = _constant(b"*", count)
+    else:
+        quality = per_read(_padded(chunk.qualities[offsets[first_read] : offsets[end_read]], span_lengths))
+        quality[reverse] = quality[reverse, ::-1]
+        quality[empty, 0] = ord("*")
+
+    mapped_rows = np.flatnonzero(mapped)
+    fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context.read_pool, context.reference)
+    cigar = np.zeros((count, fields.cigar.shape[1]), dtype=np.uint8)
+    cigar[mapped_rows] = fields.cigar
+    cigar[~mapped, 0] = ord("*")
+    md = np.zeros((count, fields.md.shape[1]), dtype=np.uint8)
+    md[mapped_rows] = fields.md
+    edit_distance = np.zeros(count, dtype=np.int64)
+    edit_distance[mapped_rows] = fields.edit_distance
+    second = alignments.second_score[rows]
+    flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
+    secondary = np.zeros(count, dtype=bool) if alignments.secondary is None else alignments.secondary[rows] & mapped
+    flag = flag + np.where(secondary, FLAG_SECONDARY, 0)
+    rname = context.reference.rname_table()[np.where(mapped, alignments.contig[rows], len(context.reference.contig_names))]
+    position = np.where(mapped, alignments.position[rows].astype(np.int64) + 1, 0)
+    mapq = np.where(mapped, context.mapq[rows], 0)
+
+    tab = _constant(b"\t", count)
+    blocks = [
+        names, tab, _decimal(flag), tab, rname, tab, _decimal(position), tab, _decimal(mapq), tab, cigar,
+        _constant(b"\t*\t0\t0\t", count), sequence, tab, quality,
+        _tag(b"\tNM:i:", _decimal(edit_distance), mapped),
+        _tag(b"\tMD:Z:", md, mapped),
+        _tag(b"\tAS:i:", _decimal(alignments.score[rows]), mapped),
+        _tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, second)), mapped & (second != NO_SCORE)),
+    ]  # fmt: skip
+    if context.read_group_id is not None:
+        blocks.append(_constant(b"\tRG:Z:" + context.read_group_id.encode(), count))
+    blocks.append(_constant(b"\n", count))
+    lines = np.concatenate(blocks, axis=1)
+    return lines[lines != 0].tobytes()
+
+
+@dataclass
+class _Context:
+    reference: ReferenceText
+    read_group_id: str | None
+    read_index: np.ndarray
+    read_lengths: np.ndarray
+    mapq: np.ndarray
+    read_pool: np.ndarray
+
+
+def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None) -> bytes:
+    """SAM text (no header) of one chunk, lines in input order.
+
+    ``chunk`` is the reader's ReadChunk; ``reference_text`` a :class:`ReferenceText` (contig
+    names for RNAME, reference codes for NM/MD). MAPQ is ``alignments.mapq`` when given, else
+    :func:`mapping_quality` under ``scoring``; secondary lines get MAPQ 0. Unmapped reads are
+    written (FLAG 4) only when ``write_unaligned``. A CIGAR that disagrees with its read or runs
+    past its contig raises ValueError (a bug upstream, not a user error).
+    """
+    rows_total = len(alignments.mapped)
+    read_index = np.arange(chunk.count, dtype=np.int64) if alignments.read_index is None else np.asarray(alignments.read_index, dtype=np.int64)
+    if len(read_index) != rows_total or len(alignments.cigar_offsets) != rows_total + 1:
+        raise ValueError(f"alignments have {rows_total} rows, read_index {len(read_index)}, cigar_offsets {len(alignments.cigar_offsets)} for a chunk of {chunk.count} reads")
+    if rows_total and (np.diff(read_index) < 0).any():
+        raise ValueError("alignment rows are not in input order")
+    read_lengths = np.diff(np.asarray(chunk.offsets, dtype=np.int64))
+    if (alignments.mapped & (read_lengths[read_index] == 0)).any():
+        raise ValueError("an empty read is marked mapped")
+    if alignments.mapq is not None:
+        mapq = np.asarray(alignments.mapq, dtype=np.uint8)
+    elif scoring is not None:
+        mapq = mapping_quality(alignments.score, alignments.second_score, read_lengths[read_index], scoring)
+    else:
+        raise ValueError("format_chunk needs alignments.mapq or a scoring to compute it")
+    if alignments.secondary is not None:
+        mapq = np.where(alignments.secondary, 0, mapq).astype(np.uint8)
+    rows = np.arange(rows_total, dtype=np.int64) if write_unaligned else np.flatnonzero(alignments.mapped)
+    if len(rows) == 0:
+        return b""
+    context = _Context(
+        reference=reference_text,
+        read_group_id=read_group_id,
+        read_index=read_index,
+        read_lengths=read_lengths,
+        mapq=mapq,
+        read_pool=np.concatenate((np.asarray(chunk.codes, dtype=np.uint8), np.asarray(chunk.reverse_codes, dtype=np.uint8))),
+    )
+    # Bytes a line may take in its padded matrix: SEQ, QUAL, name, CIGAR (11 a op), MD, fixed.
+    name_lengths = np.diff(np.asarray(chunk.name_offsets, dtype=np.int64))[read_index[rows]]
+    op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
+    width = 4 * read_lengths[read_index[rows]] + name_lengths + 12 * op_counts + 160
+    pieces = []
+    start = 0
+    lookahead = 4096
+    while start < len(rows):
+        # The longest batch whose rows x widest line stays under the budget (at least one row).
+        widest = np.maximum.accumulate(width[start : start + lookahead])
+        size = max(1, int(np.searchsorted(widest * np.arange(1, len(widest) + 1), _BATCH_BYTES, side="right")))
+        # Never split a read's rows: the batch ends where a read ends.
+        end = start + size
+        if end < len(rows):
+            end = int(np.searchsorted(read_index[rows], read_index[rows[end]], side="left"))
+            end = end if end > start else int(np.searchsorted(read_index[rows], read_index[rows[start]], side="right"))
+        pieces.append(_format_rows(chunk, alignments, rows[start:end], context))
+        lookahead = max(4096, 2 * (end - start))
+        start = end
+    return b"".join(pieces)
+
+
+# ----------------------------------------------------------------------------------- writer
+
+
+class SamWriter:
+    """The one owner of the output (used by one thread): SAM to stdout (``path`` None or '-'),
+    SAM to a file, or BAM when ``path`` ends in ``.bam``.
+
+    A file is written under a temporary name in its folder and renamed to ``path`` only by
+    ``close(success=True)``; ``close(success=False)`` removes it, so no partial output is ever
+    left looking complete. BAM goes through pysam (the bundled samtools): the SAM text is kept
+    in a temporary file and converted at close, which needs room for the SAM text meanwhile.
+    """
+
+    def __init__(self, path: str | None, header: str):
+        self.path = None if path in (None, "-") else path
+        self._temporaries: list[str] = []
+        self._closed = False
+        if self.path is None:
+            self._stream = sys.stdout.buffer
+            self._owns_stream = False
+        else:
+            self._bam = self.path.endswith(".bam")
+            self._stream = open(self._temporary_path(".sam.tmp" if self._bam else ".tmp"), "wb", buffering=1 << 20, closefd=True)
+            self._owns_stream = True
+        self.write(header.encode())
+
+    def _temporary_path(self, suffix: str) -> str:
+        folder, name = os.path.split(os.path.abspath(self.path))
+        temporary = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}{suffix}")
+        try:
+            # O_EXCL: never reuse someone else's file; mode 0o666 lets the umask decide as for any output.
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except OSError as error:
+            raise BowmapError(f"{self.path}: cannot create output ({error.strerror})") from None
+        os.close(descriptor)
+        self._temporaries.append(temporary)
+        return temporary
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._stream.write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            self.close(success=False)
+            raise BowmapError(f"{self.path or 'stdout'}: cannot write output ({error.strerror})") from None
+
+    def close(self, success: bool) -> None:
+        """Finish the output: flush and rename into place (``success``), or remove it."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._owns_stream:
+            if success:
+                self._stream.flush()
+            return
+        try:
+            self._stream.close()
+            if success:
+                if self._bam:
+                    self._convert_to_bam()
+                os.replace(self._temporaries[-1], self.path)
+                self._temporaries.pop()
+        except OSError as error:
+            raise BowmapError(f"{self.path}: cannot write output ({error.strerror})") from None
+        finally:
+            for temporary in self._temporaries:
+                try:
+                    os.remove(temporary)
+                except OSError:
+                    pass
+            self._temporaries.clear()
+
+    def _convert_to_bam(self) -> None:
+        import pysam
+
+        sam_path = self._temporaries[-1]
+        bam_path = self._temporary_path(".bam.tmp")
+        try:
+            pysam.view("-b", "-o", bam_path, sam_path, catch_stdout=False)
+        except pysam.SamtoolsError as error:
+            message = " ".join(str(error).split())
+            raise BowmapError(f"{self.path}: BAM conversion failed ({message[:200]})") from None
+
+    def __enter__(self) -> SamWriter:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        self.close(success=kind is None)
