@@ -122,26 +122,28 @@ def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, option
     read_lengths = np.concatenate((lengths, lengths))
     window_lengths = windows.end - windows.start
     window_codes = index.spans(windows.start, window_lengths)
-    window_offsets = np.concatenate(([0], np.cumsum(window_lengths)[:-1])).astype(np.int64)
+    window_offsets = np.cumsum(window_lengths) - window_lengths
     pair_reads = windows.read + count * windows.reverse
     pair_windows = np.arange(len(windows))
     inputs = (read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths)
     score, _, _ = smith_waterman.best(*inputs, pair_reads, pair_windows)
     best, best_score, second_score = best_two(windows.read, score, count)
-    mapped = (best >= 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
+    mapped = (best >= 0) & (best_score > 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
     chosen = best[mapped]
-    result = smith_waterman.traceback(*inputs, pair_reads[chosen], pair_windows[chosen])
+    traced_score, _, _, window_start, _, cigar_ops, _, traced_lengths = smith_waterman.traceback(
+        *inputs, pair_reads[chosen], pair_windows[chosen]
+    )
     position = np.zeros(count, dtype=np.int64)
     contig = np.zeros(count, dtype=np.int32)
-    contig_of, offset = index.to_contig(windows.start[chosen] + result.window_start)
+    contig_of, offset = index.to_contig(windows.start[chosen] + window_start)
     contig[mapped] = contig_of
     position[mapped] = offset
     cigar_lengths = np.zeros(count, dtype=np.int64)
-    cigar_lengths[mapped] = result.cigar_lengths
+    cigar_lengths[mapped] = traced_lengths
     cigar_offsets = np.concatenate(([0], np.cumsum(cigar_lengths)))
     # The traceback's operations are in the order of the chosen reads, which is input order.
     score_out = np.zeros(count, dtype=np.int32)
-    score_out[mapped] = result.score
+    score_out[mapped] = traced_score
     second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
     return ChunkAlignments(
         mapped=mapped,
@@ -150,7 +152,7 @@ def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, option
         position=position,
         score=score_out,
         second_score=second,
-        cigar_ops=result.cigar_ops,
+        cigar_ops=cigar_ops,
         cigar_offsets=cigar_offsets,
     )
 

@@ -1,0 +1,388 @@
+"""Owner of ``opencl/smith_waterman.cl``: affine-gap Smith-Waterman of reads against windows.
+
+Usage: each worker thread makes its own :class:`SmithWaterman` (own queue, kernels, buffers) and
+calls :meth:`SmithWaterman.best` on every candidate (read, window) pair of a chunk, then
+:meth:`SmithWaterman.traceback` on the pair chosen for each read. Reads and windows travel as
+concatenated ``uint8`` code arrays with offsets and lengths; pairs name a read and a window, so a
+read aligned against many windows is uploaded once.
+
+Definitions (the kernels and :mod:`bowmap.references.smith_waterman` follow them exactly):
+
+* Codes 0..3 are A, C, G, T; 4 (any code above 3) is ambiguous and scores ``-ambiguous``
+  against every base, itself included.
+* Local mode (default): the best-scoring pair of substrings, the read's unaligned ends soft
+  clipped. End-to-end mode ("glocal"): the whole read against any substring of the window.
+* Coordinates are 0-based, ends exclusive: the alignment covers read[read_start:read_end] and
+  window[window_start:window_end].
+* Best end cell. Local: the largest score; ties go to the smallest window end, then the smallest
+  read end. When no cell scores above 0 the result is score 0, all ends 0, and the CIGAR is one
+  soft clip of the whole read (empty for an empty read): the caller reports the read unmapped.
+  End-to-end: read_end is always the read length; ties go to the smallest window end. An
+  alignment always exists: a window shorter than the read, even an empty one, still aligns with
+  insertions; window end 0 means the whole read inserted, score -(gap_open + m * gap_extend).
+* Traceback ties: a cell's score is taken from the diagonal (M) first, then from a deletion (D),
+  then from an insertion (I); a gap run prefers opening over extending (the shorter gap); in
+  local mode the walk stops at the first cell on the path whose score is 0 or less, so an
+  alignment never starts with a run of zero net score.
+* CIGAR: BAM encoding ``length << 4 | op`` with M = 0, I = 1, D = 2, S = 4; M covers matches and
+  mismatches alike. M + I + S lengths add up to the read length, M + D to
+  window_end - window_start, and re-scoring the CIGAR gives the score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+
+from bowmap.devices import DeviceContext
+from bowmap.errors import BowmapError
+
+SOURCE = "smith_waterman.cl"
+OP_M, OP_I, OP_D, OP_S = 0, 1, 2, 4
+SCORE_LIMIT = 1000  # each scoring parameter: keeps every sum far from int32 overflow
+SHORT_SCORE_LIMIT = 30000  # |H|, |F| below this: the boundary row is stored as 16-bit pairs
+LONGEST_SEQUENCE = 1 << 20  # read or window length limit (int32 scores with SCORE_LIMIT)
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """Alignment scores, as positive magnitudes: a match adds ``match``, a mismatch subtracts
+    ``mismatch``, a base against N (code 4, either side) subtracts ``ambiguous``, and a gap of
+    k bases subtracts ``gap_open + k * gap_extend``.
+
+    The defaults are BWA-MEM's (match 1, mismatch 4, gap open 6, gap extend 1, N -1): the scores
+    the SAM consumers of short-read alignments (MAPQ calibration, variant callers' AS/XS use) are
+    used to, and a sensible choice for reads with about 1% substitution errors and rarer indels:
+    a mismatch costs 4 matches, so an alignment extends over a mismatch only when at least 4
+    matching bases follow, and a 1-base indel (7) costs a little less than 2 mismatches, so
+    two nearby mismatches are not preferred to one indel that explains them. N costs 1 as in
+    BWA: uncertain, not evidence against the position.
+    """
+
+    match: int = 1
+    mismatch: int = 4
+    gap_open: int = 6
+    gap_extend: int = 1
+    ambiguous: int = 1
+    end_to_end: bool = False  # False: local, soft clips at both ends; True: the whole read ("glocal")
+
+    def __post_init__(self):
+        for name in ("match", "mismatch", "gap_open", "gap_extend", "ambiguous"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 0 <= value <= SCORE_LIMIT:
+                raise ValueError(f"scoring {name} must be an integer in 0..{SCORE_LIMIT}, not {value!r}")
+        if self.match < 1:
+            raise ValueError("scoring match must be at least 1")
+        if self.gap_open + self.gap_extend < 1:
+            raise ValueError("a 1-base gap must cost something: gap_open + gap_extend >= 1")
+
+    def build_options(self) -> tuple[str, ...]:
+        return (
+            f"-DMATCH={self.match}", f"-DMISMATCH={self.mismatch}", f"-DAMBIGUOUS={self.ambiguous}",
+            f"-DGAP_OPEN={self.gap_open}", f"-DGAP_EXTEND={self.gap_extend}", f"-DEND_TO_END={int(self.end_to_end)}",
+        )
+
+    def needs_wide_scores(self, longest_read: int, longest_window: int) -> bool:
+        """Whether an H or F value of such pairs can leave (-SHORT_SCORE_LIMIT, SHORT_SCORE_LIMIT).
+
+        Upper bound: match * min(m, n). Lower bound: local scores are >= 0 and F >= -(open +
+        extend); end-to-end H[i][j] >= H[i][0] - (open + j * extend) = -(2 open + (i + j) extend),
+        and F one gap opening below that."""
+        high = self.match * min(longest_read, longest_window)
+        low = 3 * (self.gap_open + self.gap_extend) + (longest_read + longest_window) * self.gap_extend
+        return max(high, low) >= SHORT_SCORE_LIMIT
+
+
+def _as_u32(array, what: str) -> np.ndarray:
+    array = np.asarray(array)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional")
+    if array.size and (array.min() < 0 or array.max() >= 2**32):
+        raise ValueError(f"{what} must fit in uint32")
+    return np.ascontiguousarray(array, dtype=np.uint32)
+
+
+class _ReusedBuffer:
+    """A device buffer kept across calls and grown (at least doubling) when a call needs more:
+    creating buffers costs far more than the copies themselves on GPU drivers."""
+
+    def __init__(self, context, flags):
+        self.context = context
+        self.flags = flags
+        self.buffer = None
+        self.capacity = 0
+
+    def at_least(self, size: int):
+        if size > self.capacity:
+            self.capacity = max(size, 2 * self.capacity, 4096)
+            self.buffer = cl.Buffer(self.context, self.flags, size=self.capacity)
+        return self.buffer
+
+
+@dataclass
+class _Pairs:
+    """Checked inputs, with the pairs in launch order (longest first, so a wavefront's pairs
+    have similar lengths): ``order[k]`` is the caller's index of the pair launched k-th."""
+
+    read_codes: np.ndarray
+    read_offsets: np.ndarray
+    read_lengths: np.ndarray
+    window_codes: np.ndarray
+    window_offsets: np.ndarray
+    window_lengths: np.ndarray
+    pair_reads: np.ndarray  # in launch order
+    pair_windows: np.ndarray
+    order: np.ndarray
+    m: np.ndarray  # read length of each pair, launch order, int64
+    n: np.ndarray
+
+
+def _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows) -> _Pairs:
+    codes = []
+    for what, array in (("read codes", read_codes), ("window codes", window_codes)):
+        array = np.asarray(array)
+        if array.ndim != 1:
+            raise ValueError(f"{what} must be one-dimensional")
+        codes.append(np.ascontiguousarray(array, dtype=np.uint8))
+    read_offsets, read_lengths = _as_u32(read_offsets, "read offsets"), _as_u32(read_lengths, "read lengths")
+    window_offsets, window_lengths = _as_u32(window_offsets, "window offsets"), _as_u32(window_lengths, "window lengths")
+    pair_reads, pair_windows = _as_u32(pair_reads, "pair reads"), _as_u32(pair_windows, "pair windows")
+    for what, offsets, lengths, sequence_codes in (
+        ("read", read_offsets, read_lengths, codes[0]),
+        ("window", window_offsets, window_lengths, codes[1]),
+    ):
+        if len(offsets) != len(lengths):
+            raise ValueError(f"{what} offsets and lengths differ in size")
+        if len(lengths) and int(np.add(offsets, lengths, dtype=np.uint64).max()) > len(sequence_codes):
+            raise ValueError(f"a {what} reaches past the end of its codes")
+        if len(lengths) and int(lengths.max()) > LONGEST_SEQUENCE:
+            raise ValueError(f"a {what} is longer than {LONGEST_SEQUENCE} bases")
+    if len(pair_reads) != len(pair_windows):
+        raise ValueError("pair_reads and pair_windows differ in size")
+    if len(pair_reads) and (int(pair_reads.max()) >= len(read_lengths) or int(pair_windows.max()) >= len(window_lengths)):
+        raise ValueError("a pair names a read or window that does not exist")
+    m = read_lengths[pair_reads].astype(np.int64)
+    n = window_lengths[pair_windows].astype(np.int64)
+    order = np.lexsort((-n, -m)).astype(np.int64)  # longest reads first, then longest windows
+    return _Pairs(
+        codes[0], read_offsets, read_lengths, codes[1], window_offsets, window_lengths,
+        pair_reads[order], pair_windows[order], order, m[order], n[order],
+    )
+
+
+class SmithWaterman:
+    """Kernels, a command queue and reused buffers for one worker thread on one device.
+
+    ``read_tile`` (8 or 16) is the number of read rows a work-item keeps in registers; the
+    default, 16, halves the boundary traffic of 8 at about 3 x 16 live registers.
+    ``scratch_bytes`` caps the boundary-row and direction buffers of one launch (default: an
+    eighth of the device's global memory, at most its largest allocation); a call larger than
+    that runs in several launches.
+    """
+
+    def __init__(self, device: DeviceContext, scoring: Scoring, queue: cl.CommandQueue | None = None,
+                 read_tile: int = 16, scratch_bytes: int | None = None):
+        if read_tile not in (8, 16):
+            raise ValueError("read_tile must be 8 or 16")
+        self.device = device
+        self.scoring = scoring
+        self.queue = queue if queue is not None else device.queue()
+        self.read_tile = read_tile
+        info = device.info
+        self.scratch_bytes = scratch_bytes or min(info.max_allocation, max(1 << 24, info.global_memory // 8))
+        self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
+        mf = cl.mem_flags
+        context = device.context
+        self._inputs = [_ReusedBuffer(context, mf.READ_ONLY) for _ in range(8)]
+        self._group_inputs = [_ReusedBuffer(context, mf.READ_ONLY) for _ in range(3)]
+        self._boundary = _ReusedBuffer(context, mf.READ_WRITE)
+        self._directions = _ReusedBuffer(context, mf.READ_WRITE)
+        self._results = _ReusedBuffer(context, mf.WRITE_ONLY)
+        self._cigar = _ReusedBuffer(context, mf.WRITE_ONLY)
+        # The latest kernel launches: with a profiling queue, benchmarks read their device time.
+        self.last_kernel_events: list[cl.Event] = []
+
+    # ------------------------------------------------------------ set-up
+
+    def _kernel(self, name: str, wide: bool):
+        kernels = self._kernels.get(wide)
+        if kernels is None:
+            options = self.scoring.build_options() + (f"-DREAD_TILE={self.read_tile}", f"-DWIDE_BOUNDARY={int(wide)}")
+            program = self.device.program(SOURCE, options)
+            kernels = self._kernels[wide] = {"sw_score": cl.Kernel(program, "sw_score"), "sw_traceback": cl.Kernel(program, "sw_traceback")}
+            for kernel_name in ("sw_score", "sw_traceback"):
+                kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name])
+        return kernels[name], kernels["group_" + name]
+
+    def _work_group_size(self, kernel) -> int:
+        """A few warps/wavefronts a group, within the kernel's limit and the local memory the
+        query profile takes (5 codes x read_tile 16-bit scores a work-item)."""
+        device = self.device.device
+        multiple = kernel.get_work_group_info(cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, device)
+        largest = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+        fixed_local = kernel.get_work_group_info(cl.kernel_work_group_info.LOCAL_MEM_SIZE, device)
+        by_memory = (self.device.info.local_memory - fixed_local) // self._profile_bytes(1)
+        size = max(1, min(largest, multiple * 2, by_memory))
+        if size >= multiple:
+            size -= size % multiple
+        return size
+
+    def _profile_bytes(self, group: int) -> int:
+        return 5 * self.read_tile * 2 * group
+
+    def _upload(self, staging: _ReusedBuffer, array: np.ndarray):
+        buffer = staging.at_least(max(array.nbytes, 1))
+        if array.nbytes:
+            # Not blocking: the in-order queue finishes it before the blocking read of the
+            # results, while ``array`` is still referenced by this call's frame.
+            cl.enqueue_copy(self.queue, buffer, array, is_blocking=False)
+        return buffer
+
+    def _upload_sequences(self, pairs: _Pairs):
+        arrays = (pairs.read_codes, pairs.read_offsets, pairs.read_lengths, pairs.window_codes, pairs.window_offsets, pairs.window_lengths)
+        return [self._upload(staging, array) for staging, array in zip(self._inputs, arrays)]
+
+    def _launches(self, count: int, group: int, columns: np.ndarray, boundary_element: int, extra_bytes=None):
+        """Split the launch order into launches of whole work-groups whose scratch fits
+        ``scratch_bytes``: the boundary row, (longest window + 1) x global size x element, plus
+        ``extra_bytes`` per group (the direction words). Yields (first pair, end pair, groups)."""
+        groups = -(-count // group)
+        padded = np.zeros(groups * group, dtype=np.int64)
+        padded[:count] = columns
+        group_columns = padded.reshape(groups, group).max(axis=1) + 1
+        extra = np.zeros(groups, dtype=np.int64) if extra_bytes is None else np.asarray(extra_bytes, dtype=np.int64)
+        first = 0
+        while first < groups:
+            taken = np.arange(1, groups - first + 1)
+            cost = np.cumsum(extra[first:]) + np.maximum.accumulate(group_columns[first:]) * boundary_element * group * taken
+            last = first + int(np.searchsorted(cost, self.scratch_bytes, side="right"))
+            if last == first:
+                raise BowmapError(
+                    f"Smith-Waterman of work-group {first} (reads up to {int(self._m[first * group])} bases, windows up to "
+                    f"{int(group_columns[first]) - 1}) needs {int(cost[0])} bytes of scratch, more than the "
+                    f"{self.scratch_bytes} allowed on {self.device.info.name}"
+                )
+            yield first * group, min(last * group, count), slice(first, last)
+            first = last
+
+    # ------------------------------------------------------------ calls
+
+    def best(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
+        """Best score and end cell of every pair: (score, read_end, window_end), int32 arrays,
+        one entry per pair in the caller's order (ends exclusive; see the module docstring for
+        ties and the empty cases)."""
+        pairs = _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows)
+        count = len(pairs.order)
+        results = np.zeros((3, count), dtype=np.int32)
+        self.last_kernel_events = []
+        if count == 0:
+            return results[0], results[1], results[2]
+        wide = self.scoring.needs_wide_scores(int(pairs.m[0]), int(pairs.n.max()))
+        kernel, group = self._kernel("sw_score", wide)
+        element = 8 if wide else 4
+        sequences = self._upload_sequences(pairs)
+        launched = np.zeros((3, count), dtype=np.int32)
+        self._m = pairs.m
+        for start, stop, _ in self._launches(count, group, pairs.n, element):
+            size = stop - start
+            global_size = -(-size // group) * group
+            columns = int(pairs.n[start:stop].max()) + 1
+            boundary = self._boundary.at_least(columns * global_size * element)
+            pair_buffers = [self._upload(staging, array[start:stop]) for staging, array in
+                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            output = self._results.at_least(3 * size * 4)
+            self.last_kernel_events.append(kernel(
+                self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size),
+                boundary, cl.LocalMemory(self._profile_bytes(group)), output,
+            ))
+            part = np.empty((3, size), dtype=np.int32)
+            cl.enqueue_copy(self.queue, part, output, is_blocking=True)
+            launched[:, start:stop] = part
+        results[:, pairs.order] = launched
+        return results[0], results[1], results[2]
+
+    def traceback(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
+        """Best alignment of every pair with its CIGAR:
+        (score, read_start, read_end, window_start, window_end, cigar_ops, cigar_offsets,
+        cigar_lengths). The first five are int32 per pair and equal :meth:`best`'s score and
+        ends; pair k's CIGAR is cigar_ops[cigar_offsets[k] : + cigar_lengths[k]] (uint32, BAM
+        encoding), soft clips included in local mode.
+
+        Runs the same sweep as :meth:`best` while writing 4 direction bits a cell to a scratch
+        buffer, then walks back on the device: meant for the few pairs chosen per read."""
+        pairs = _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows)
+        count = len(pairs.order)
+        self.last_kernel_events = []
+        if count == 0:
+            empty = np.zeros(0, dtype=np.int32)
+            return empty, empty, empty, empty, empty, np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32)
+        wide = self.scoring.needs_wide_scores(int(pairs.m[0]), int(pairs.n.max()))
+        kernel, group = self._kernel("sw_traceback", wide)
+        element = 8 if wide else 4
+        word = self.read_tile // 2  # bytes of one (tile, column) direction word
+        tiles = -(-pairs.m // self.read_tile)
+        capacity = pairs.m + pairs.n + 2  # CIGAR operations a pair may need
+        sequences = self._upload_sequences(pairs)
+        self._m = pairs.m
+        results = np.zeros((6, count), dtype=np.int32)
+        cigar_parts, cigar_capacity_offsets = [], []
+        # Direction words of work-group g: its most tiles x its longest window x group size.
+        all_groups = -(-count // group)
+        padded_tiles = np.zeros(all_groups * group, dtype=np.int64)
+        padded_columns = np.zeros(all_groups * group, dtype=np.int64)
+        padded_tiles[:count], padded_columns[:count] = tiles, pairs.n
+        all_group_columns = padded_columns.reshape(all_groups, group).max(axis=1)
+        all_group_words = padded_tiles.reshape(all_groups, group).max(axis=1) * all_group_columns * group
+        for start, stop, group_slice in self._launches(count, group, pairs.n, element, all_group_words * word):
+            size = stop - start
+            global_size = -(-size // group) * group
+            group_columns = all_group_columns[group_slice]
+            group_words = all_group_words[group_slice]
+            direction_offsets = (np.cumsum(group_words) - group_words).astype(np.uint64)
+            directions = self._directions.at_least(max(1, int(group_words.sum())) * word)
+            boundary = self._boundary.at_least((int(group_columns.max()) + 1) * global_size * element)
+            cigar_offsets = np.cumsum(capacity[start:stop]) - capacity[start:stop]
+            cigar_total = int(capacity[start:stop].sum())
+            if cigar_total >= 2**32:
+                raise BowmapError("too many CIGAR operations in one traceback launch")
+            cigar_device = self._cigar.at_least(cigar_total * 4)
+            pair_buffers = [self._upload(staging, array[start:stop]) for staging, array in
+                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            group_buffers = [self._upload(staging, array) for staging, array in zip(
+                self._group_inputs, (direction_offsets, group_columns.astype(np.uint32), cigar_offsets.astype(np.uint32)))]
+            output = self._results.at_least(6 * size * 4)
+            self.last_kernel_events.append(kernel(
+                self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size),
+                boundary, cl.LocalMemory(self._profile_bytes(group)), directions, group_buffers[0], group_buffers[1],
+                cigar_device, group_buffers[2], output,
+            ))
+            part = np.empty((6, size), dtype=np.int32)
+            cigar_host = np.empty(cigar_total, dtype=np.uint32)
+            cl.enqueue_copy(self.queue, part, output, is_blocking=False)
+            cl.enqueue_copy(self.queue, cigar_host, cigar_device, is_blocking=True)
+            results[:, start:stop] = part
+            cigar_parts.append(cigar_host)
+            cigar_capacity_offsets.append(cigar_offsets + sum(len(p) for p in cigar_parts[:-1]))
+        # Back to the caller's order, the CIGARs compacted: operation k of pair p sits at its
+        # capacity offset + k in the concatenated launch outputs.
+        capacity_offsets = np.concatenate(cigar_capacity_offsets)
+        all_cigars = np.concatenate(cigar_parts)
+        unordered = np.empty_like(results)
+        unordered[:, pairs.order] = results
+        caller_capacity_offsets = np.empty(count, dtype=np.int64)
+        caller_capacity_offsets[pairs.order] = capacity_offsets
+        lengths = unordered[5].astype(np.int64)
+        offsets = np.cumsum(lengths) - lengths
+        positions = np.repeat(caller_capacity_offsets - offsets, lengths) + np.arange(int(lengths.sum()))
+        cigar_ops = all_cigars[positions]
+        return (
+            unordered[0], unordered[1], unordered[2], unordered[3], unordered[4],
+            cigar_ops, offsets.astype(np.uint32), lengths.astype(np.uint32),
+        )
+
+
+def cigar_string(ops: np.ndarray) -> str:
+    """'5S10M1I4M' from BAM-encoded operations (for messages and tests)."""
+    return "".join(f"{int(op) >> 4}{'MIDNSHP=X'[int(op) & 15]}" for op in ops)
