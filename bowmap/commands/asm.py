@@ -1,0 +1,131 @@
+"""`bowmap asm`: approximate string matching of patterns (X.fa) against texts (Y.fa)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import time
+
+from bowmap.commands.options import add_devices_option
+from bowmap.errors import BowmapError, UsageError
+
+log = logging.getLogger("bowmap.asm")
+
+BEST_HEADER = "#pattern\ttext\tdistance\tstart\tend\t(positions 1-based, inclusive)"
+ALL_HEADER = "#pattern\ttext\tend\tdistance\t(end 1-based, inclusive)"
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "asm",
+        help="approximate string matching: least edit distance of each pattern to a substring of a text",
+        description="For every record X of PATTERNS and Y of TEXTS: the least edit distance between X "
+        "and any substring of Y, and where a best substring starts and ends (the smallest end, then the "
+        "longest match). Symbols are raw bytes, case-sensitive: DNA, protein, text or binary.",
+    )
+    parser.add_argument("patterns", metavar="X.fa", help="patterns, FASTA (gzipped or not), one or more records")
+    parser.add_argument("texts", metavar="Y.fa", help="texts, FASTA (gzipped or not), one or more records")
+    parser.add_argument(
+        "--method", choices=("dp", "bitvector"), default="dp",
+        help="dp: anti-diagonal DP (Man, Nakano, Ito); bitvector: Myers' bit-vector DP (default dp)",
+    )
+    parser.add_argument(
+        "--pieces", type=int, metavar="D",
+        help="overlapping pieces the text is cut into, one pipeline each (default: from the device's compute units)",
+    )
+    parser.add_argument("--all", action="store_true", help="list every end position with distance <= --max-dist")
+    parser.add_argument("--max-dist", type=int, metavar="K", help="largest distance --all lists (required with --all)")
+    parser.add_argument("-o", "--output", metavar="OUT", help="output file (default: standard output)")
+    add_devices_option(parser)
+    return run
+
+
+def _check_options(args) -> None:
+    if args.pieces is not None and args.pieces < 1:
+        raise UsageError(f"--pieces {args.pieces}: must be at least 1")
+    if args.all and args.max_dist is None:
+        raise UsageError("--all needs --max-dist K")
+    if args.max_dist is not None and not args.all:
+        raise UsageError("--max-dist only applies with --all")
+    if args.max_dist is not None and args.max_dist < 0:
+        raise UsageError(f"--max-dist {args.max_dist}: must be at least 0")
+
+
+def _hit_lines(prefix: str, ends, distances) -> str:
+    """Lines ``prefix end distance`` for numbered hits, formatted by NumPy rather than per hit."""
+    import numpy as np
+
+    if len(ends) == 0:
+        return ""
+    fields = np.char.add(np.char.add(ends.astype(str), "\t"), distances.astype(str))
+    return prefix + ("\n" + prefix).join(fields.tolist()) + "\n"
+
+
+def _write(path: str | None, chunks) -> None:
+    """Write to stdout, or to a temporary file beside ``path`` renamed into place on success."""
+    if path is None:
+        for chunk in chunks:
+            sys.stdout.write(chunk)
+        sys.stdout.flush()
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=".asm-", dir=folder)
+    except OSError as error:
+        raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
+    try:
+        with os.fdopen(handle, "w") as output:
+            for chunk in chunks:
+                output.write(chunk)
+        os.replace(temporary, path)
+    except OSError as error:
+        os.unlink(temporary)
+        raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def run(args) -> int:
+    _check_options(args)
+    from bowmap.asm import ApproximateMatcher, approximate_match
+    from bowmap.devices import open_devices
+    from bowmap.fasta import read_fasta
+
+    patterns = read_fasta(args.patterns)
+    texts = read_fasta(args.texts)
+    device = open_devices(args.devices)[0]
+    matcher = ApproximateMatcher(device)
+    sequences = [record.sequence for record in patterns]
+
+    def chunks():
+        yield (ALL_HEADER if args.all else BEST_HEADER) + "\n"
+        for text in texts:
+            started = time.perf_counter()
+            try:
+                matches = approximate_match(
+                    device, sequences, text.sequence, args.method, args.pieces,
+                    starts=not args.all, all_distances=args.all, matcher=matcher,
+                )
+            except ValueError as error:
+                raise BowmapError(f"{args.texts}:{text.line}: record {text.name!r}: {error}") from None
+            log.info(
+                "asm: %d pattern(s) against %s (%d symbols), %s [%.2f s]",
+                len(patterns), text.name, len(text.sequence), args.method, time.perf_counter() - started,
+            )
+            for index, pattern in enumerate(patterns):
+                if args.all:
+                    row = matches.distances[index]
+                    ends = (row <= args.max_dist).nonzero()[0]
+                    yield _hit_lines(f"{pattern.name}\t{text.name}\t", ends + 1, row[ends])
+                else:
+                    # 0-based half-open [start, end) is 1-based inclusive start + 1 .. end.
+                    yield (
+                        f"{pattern.name}\t{text.name}\t{matches.distance[index]}\t"
+                        f"{matches.start[index] + 1}\t{matches.end[index]}\n"
+                    )
+
+    _write(args.output, chunks())
+    return 0
