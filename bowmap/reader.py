@@ -1,0 +1,641 @@
+"""The align pipeline's reader stage: FASTQ or FASTA reads, parsed in chunks of NumPy arrays.
+
+:func:`read_chunks` streams the input (a path or ``-`` for stdin; gzip detected by its magic
+bytes, several gzip members accepted as bgzip writes them) in blocks of ``block_bytes``. Each
+block is parsed with NumPy alone: newline positions from ``np.flatnonzero``, the record structure
+by arithmetic on line indexes (FASTQ: line 4r is the header of read r) or on header-line indexes
+(FASTA), the bytes of each field gathered in one vectorised copy (:func:`_gather`). An incomplete
+record at the end of a block is carried over to the next one, so memory stays flat however large
+the input. There is no Python loop over reads or lines: only over blocks and chunks. Chunks are
+cut by base count alone, so they do not depend on the block size (see :func:`read_chunks`).
+
+Accepted input:
+
+* FASTQ of 4-line records (multi-line FASTQ is refused with a clear error: a wrapped sequence
+  would otherwise be misread), an empty sequence (a read of length 0) allowed;
+* FASTA with multi-line sequences, an empty sequence allowed;
+* the format is decided by the first non-blank byte (``@`` FASTQ, ``>`` FASTA); blank lines
+  before the first record and after the last one are ignored;
+* Windows line endings, lowercase bases; any letter other than ACGT, and ``.``, reads as
+  ambiguous (code 4); quality characters must lie in ``!``..``~`` (Phred+33).
+
+A read's name is the first word of its header (up to a space or tab) without the ``@``/``>``,
+and, as BWA does (``trim_readno`` in bwa.c), without a trailing ``/`` and digit (``/1``, ``/2``)
+when the name is longer than two characters, so the mates of a pair get one name.
+
+Bad input raises :class:`BowmapError` with one line ``FILE:LINE: what is wrong (record NAME)``
+whose line number is the file's own (1-based), across block boundaries.
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap.errors import BowmapError
+
+GZIP_MAGIC = b"\x1f\x8b"
+DEFAULT_BLOCK_BYTES = 4 << 20  # input bytes parsed at once (decompressed bytes for gzip)
+AMBIGUOUS = 4
+INVALID = 255
+NEWLINE = ord("\n")
+CARRIAGE_RETURN = ord("\r")
+# A line that is not a sequence (a header, a '+' line) may run over blocks; past this size the
+# input is not reads at all, and carrying it over any further would only eat memory.
+LONGEST_OTHER_LINE = 64 << 20
+
+# Read byte -> code: A C G T (either case) 0..3, any other letter and '.' 4, anything else invalid.
+READ_CODES = np.full(256, INVALID, dtype=np.uint8)
+READ_CODES[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz.", dtype=np.uint8)] = AMBIGUOUS
+for _letters, _code in ((b"Aa", 0), (b"Cc", 1), (b"Gg", 2), (b"Tt", 3)):
+    READ_CODES[np.frombuffer(_letters, dtype=np.uint8)] = _code
+_BLANK = np.zeros(256, dtype=bool)
+_BLANK[np.frombuffer(b" \t\r\n", dtype=np.uint8)] = True
+
+
+@dataclass
+class ReadChunk:
+    """A batch of consecutive reads, every field concatenated over the reads.
+
+    Read i (0-based within the chunk; ``first_read + i`` in the whole input) has the codes
+    ``codes[offsets[i]:offsets[i+1]]`` and the name ``names[name_offsets[i]:name_offsets[i+1]]``.
+    """
+
+    number: int  # 0-based chunk number in input order
+    first_read: int  # 0-based input index of the chunk's first read
+    names: np.ndarray  # uint8: read names (first header word, see module docstring) concatenated
+    name_offsets: np.ndarray  # int64[count + 1]
+    codes: np.ndarray  # uint8: A=0 C=1 G=2 T=3, any other letter or '.' = 4; reads concatenated
+    offsets: np.ndarray  # int64[count + 1]
+    qualities: np.ndarray | None  # uint8 Phred+33 characters as in the file, offsets as codes; None for FASTA
+    reverse_codes: np.ndarray  # each read's reverse complement (4 stays 4), offsets as codes
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """int64[count]: bases in each read."""
+        return np.diff(self.offsets)
+
+    def name(self, i: int) -> str:
+        """Read i's name, for error messages and tests (not for hot paths)."""
+        return self.names[self.name_offsets[i] : self.name_offsets[i + 1]].tobytes().decode("ascii", "replace")
+
+
+def reverse_complement(codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The reverse complement of every read of ``codes`` (uint8, reads at ``offsets``), same offsets."""
+    lengths = np.diff(offsets)
+    if len(codes) == 0:
+        return codes.copy()
+    if np.all(lengths == lengths[0]):
+        # Reads of one length (the usual case): a 2-D view reversed along its rows.
+        reverse = codes.reshape(len(lengths), -1)[:, ::-1].reshape(-1)
+    else:
+        # Position p of read i comes from position offsets[i] + offsets[i+1] - 1 - (p - offsets[i]).
+        mirror = np.repeat(offsets[:-1] + offsets[1:] - 1, lengths)
+        reverse = codes[mirror - np.arange(len(codes), dtype=np.int64)]
+    # Complement: code ^ 3 swaps A<->T and C<->G; 4 ^ 3 = 7, brought back to 4 by the minimum.
+    complement = np.bitwise_xor(reverse, np.uint8(3))
+    return np.minimum(complement, np.uint8(AMBIGUOUS), out=complement)
+
+
+def read_chunks(
+    path: str,
+    chunk_bases: int = 4 << 20,
+    max_read_length: int = 1024,
+    block_bytes: int = DEFAULT_BLOCK_BYTES,
+) -> Iterator[ReadChunk]:
+    """Chunks of the reads of ``path`` (``-``: stdin) in input order.
+
+    A chunk ends with the first read that brings its base count (a read of length 0 counting as
+    1) to ``chunk_bases`` or more, so chunks depend only on the input and ``chunk_bases``, never
+    on ``block_bytes``; a record is never split. Empty input (or blank lines only) yields no
+    chunk. A read longer than ``max_read_length`` is an error, as is any malformed record.
+    """
+    if chunk_bases < 1 or max_read_length < 0 or block_bytes < 1:
+        raise ValueError("chunk_bases and block_bytes must be positive, max_read_length not negative")
+    source = "stdin" if path == "-" else path
+    parser = _Parser(source, max_read_length)
+    chunker = _Chunker(chunk_bases)
+    for block in _blocks(path, source, block_bytes):
+        batch = parser.feed(block)
+        if batch is not None:
+            yield from chunker.add(batch)
+    batch = parser.finish()
+    if batch is not None:
+        yield from chunker.add(batch)
+    yield from chunker.finish()
+
+
+# ---------------------------------------------------------------------------------------- input
+
+
+def _blocks(path: str, source: str, block_bytes: int) -> Iterator[bytes]:
+    """The input's (decompressed) bytes in blocks of about ``block_bytes``."""
+    if path == "-":
+        yield from _decoded(sys.stdin.buffer, source, block_bytes)
+        return
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise BowmapError(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise BowmapError(f"{source}: is a directory, not a read file") from None
+    except OSError as error:
+        raise BowmapError(f"{source}: cannot read ({error.strerror})") from None
+    with handle:
+        yield from _decoded(handle, source, block_bytes)
+
+
+def _decoded(stream, source: str, block_bytes: int) -> Iterator[bytes]:
+    def raw_blocks(first: bytes) -> Iterator[bytes]:
+        block = first
+        while block:
+            yield block
+            try:
+                block = stream.read(block_bytes)
+            except OSError as error:
+                raise BowmapError(f"{source}: cannot read ({error.strerror or error})") from None
+
+    try:
+        first = stream.read(block_bytes)
+    except OSError as error:
+        raise BowmapError(f"{source}: cannot read ({error.strerror or error})") from None
+    # Two bytes decide; a read of fewer (a pipe's first write) is topped up first.
+    while 0 < len(first) < 2:
+        more = stream.read(block_bytes)
+        if not more:
+            break
+        first += more
+    if first[:2] == GZIP_MAGIC:
+        yield from _gunzip(raw_blocks(first), source, block_bytes)
+    else:
+        yield from raw_blocks(first)
+
+
+def _gunzip(raw_blocks: Iterator[bytes], source: str, block_bytes: int) -> Iterator[bytes]:
+    """Decompress gzip members one after another (``cat a.gz b.gz`` and bgzip write several),
+    at most ``block_bytes`` of output per call so a highly compressed file cannot flood memory."""
+    decompressor = zlib.decompressobj(wbits=31)
+    fed = False
+    try:
+        for raw in raw_blocks:
+            data = raw
+            while data:
+                fed = True
+                output = decompressor.decompress(data, block_bytes)
+                if output:
+                    yield output
+                if decompressor.eof:
+                    data = decompressor.unused_data
+                    decompressor = zlib.decompressobj(wbits=31)
+                    fed = False
+                else:
+                    data = decompressor.unconsumed_tail
+        if fed:
+            # Output held back by the size limit when the input ran out.
+            while not decompressor.eof:
+                output = decompressor.decompress(b"", block_bytes)
+                if not output:
+                    break
+                yield output
+            if not decompressor.eof:
+                raise BowmapError(f"{source}: truncated gzip data (the file ends inside a compressed stream)")
+    except zlib.error as error:
+        raise BowmapError(f"{source}: damaged gzip data ({error})") from None
+
+
+# --------------------------------------------------------------------------------------- parsing
+
+
+@dataclass
+class _Batch:
+    """Parsed reads before they are cut into chunks (the fields of :class:`ReadChunk`)."""
+
+    names: np.ndarray
+    name_offsets: np.ndarray
+    codes: np.ndarray
+    offsets: np.ndarray
+    qualities: np.ndarray | None
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets) - 1
+
+
+def _gather(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes ``data[starts[i]:ends[i]]`` for every i, concatenated, and their offsets.
+
+    The ranges must be disjoint and in increasing order. Ranges of one length (the reads of one
+    run of a sequencer) are rows picked from a sliding-window view, copied row by row; otherwise a
+    mask repeated out of alternating gap/range runs selects them (no per-byte index array).
+    """
+    lengths = ends - starts
+    offsets = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] == 0:
+        return np.zeros(0, dtype=np.uint8), offsets
+    if np.all(lengths == lengths[0]):
+        windows = np.lib.stride_tricks.sliding_window_view(data, int(lengths[0]))
+        return windows[starts].reshape(-1), offsets
+    runs = np.empty(2 * len(starts) + 1, dtype=np.int64)
+    runs[0] = starts[0]
+    runs[1:-1:2] = lengths
+    runs[2:-1:2] = starts[1:] - ends[:-1]
+    runs[-1] = len(data) - ends[-1]
+    inside = np.zeros(len(runs), dtype=bool)
+    inside[1::2] = True
+    return data[np.repeat(inside, runs)], offsets
+
+
+def _lines(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For the complete lines of ``data`` (those ending in a newline): start, content end (before
+    ``\\r\\n`` or ``\\n``) and the newline's position."""
+    newlines = np.flatnonzero(data == NEWLINE)
+    starts = np.zeros(len(newlines), dtype=np.int64)
+    starts[1:] = newlines[:-1] + 1
+    ends = newlines.copy()
+    if len(newlines):
+        carriage = data[np.maximum(newlines - 1, 0)] == CARRIAGE_RETURN
+        ends -= carriage & (newlines > starts)
+    return starts, ends, newlines
+
+
+def _text(data: np.ndarray, start: int, end: int, limit: int = 40) -> str:
+    text = data[start : min(end, start + limit)].tobytes().decode("ascii", "replace")
+    return repr(text + ("..." if end - start > limit else ""))
+
+
+def _symbol(byte: int) -> str:
+    return repr(chr(byte)) if 32 <= byte < 127 else f"byte 0x{byte:02x}"
+
+
+class _Parser:
+    """Turns blocks of text into batches of reads, carrying an incomplete record over."""
+
+    def __init__(self, source: str, max_read_length: int):
+        self.source = source
+        self.max_read_length = max_read_length
+        self.format: str | None = None  # "fastq" or "fasta" once the first non-blank byte is seen
+        self.pending = b""  # text not parsed yet: starts at a line start (a record start once the format is known)
+        self.line_base = 1  # file line number of the first line of ``pending``
+        self.last_name: str | None = None  # the last read parsed, to name where a bad header sits
+
+    def feed(self, block: bytes) -> _Batch | None:
+        self.pending = self.pending + block if self.pending else block
+        return self._parse(final=False)
+
+    def finish(self) -> _Batch | None:
+        if self.format is None:
+            return None
+        if self.pending and not self.pending.endswith(b"\n"):
+            self.pending += b"\n"
+        return self._parse(final=True)
+
+    def _record(self, name: str) -> str:
+        return f" (record {name})"
+
+    def _after(self, names: np.ndarray, name_offsets: np.ndarray, read: int) -> str:
+        """Where a record whose header is unreadable sits: after the read before it."""
+        if read > 0:
+            return f" (after record {_name(names, name_offsets, read - 1)})"
+        return f" (after record {self.last_name})" if self.last_name is not None else ""
+
+    def _parse(self, final: bool) -> _Batch | None:
+        if self.format is None and not self._detect_format():
+            return None
+        data = np.frombuffer(self.pending, dtype=np.uint8)
+        if self.format == "fastq":
+            batch, used_bytes, used_lines = self._parse_fastq(data, final)
+        else:
+            batch, used_bytes, used_lines = self._parse_fasta(data, final)
+        self.pending = self.pending[used_bytes:]
+        self.line_base += used_lines
+        if batch is not None and batch.count:
+            self.last_name = _name(batch.names, batch.name_offsets, batch.count - 1)
+        return batch
+
+    def _detect_format(self) -> bool:
+        """Drop blank lines before the first record and decide the format from its first line."""
+        data = np.frombuffer(self.pending, dtype=np.uint8)
+        text = np.flatnonzero(~_BLANK[data])
+        if len(text) == 0:
+            # Only whitespace so far: drop its complete lines, keeping their count.
+            line_start = self.pending.rfind(b"\n") + 1
+            self.line_base += int(np.count_nonzero(data[:line_start] == NEWLINE))
+            self.pending = self.pending[line_start:]
+            return False
+        first = int(text[0])
+        line_start = int(self.pending.rfind(b"\n", 0, first)) + 1
+        self.line_base += int(np.count_nonzero(data[:line_start] == NEWLINE))
+        self.pending = self.pending[line_start:]
+        byte = int(data[line_start])
+        if byte == ord("@"):
+            self.format = "fastq"
+        elif byte == ord(">"):
+            self.format = "fasta"
+        else:
+            raise BowmapError(
+                f"{self.source}:{self.line_base}: not a FASTQ or FASTA file (the first line with text starts with "
+                f"{_symbol(byte)}, expected '@' or '>')"
+            )
+        return True
+
+    def _too_long(self) -> str:
+        # No length in the message: a read carried over a block boundary is reported before its
+        # end is seen, and the message must not depend on where blocks fall.
+        return (
+            f"read longer than the index's maximum read length {self.max_read_length} "
+            "(rebuild the index with a larger --max-read-length)"
+        )
+
+    def _raise_first(self, found: list[tuple[int, str, str]]) -> None:
+        """Raise the earliest error in file order; ``found`` holds (line index in the data,
+        message, record suffix)."""
+        if found:
+            line, message, record = min(found, key=lambda entry: entry[0])
+            raise BowmapError(f"{self.source}:{self.line_base + line}: {message}{record}")
+
+    # ----------------------------------------------------------------------------------- FASTQ
+
+    def _parse_fastq(self, data: np.ndarray, final: bool):
+        starts, ends, newlines = _lines(data)
+        line_count = len(starts)
+        if final:
+            # Blank lines after the last record are ignored; a blank line inside one is not
+            # (it is the sequence or quality of an empty read).
+            text_lines = np.flatnonzero(ends > starts)
+            last_text = int(text_lines[-1]) if len(text_lines) else -1
+            line_count = min(line_count, -(-(last_text + 1) // 4) * 4)
+        reads = line_count // 4
+        complete = 4 * reads
+        header, sequence, plus, quality = (slice(k, complete, 4) for k in range(4))
+        names, name_offsets = _names(data, starts[header], ends[header])
+        raw, offsets = _gather(data, starts[sequence], ends[sequence])
+        qualities, quality_offsets = _gather(data, starts[quality], ends[quality])
+        codes = READ_CODES[raw]
+        lengths = np.diff(offsets)
+        quality_lengths = np.diff(quality_offsets)
+
+        def record(read: int) -> str:
+            return self._record(_name(names, name_offsets, read))
+
+        found: list[tuple[int, str, str]] = []
+        bad = np.flatnonzero(data[starts[header]] != ord("@"))
+        if len(bad):
+            line = 4 * int(bad[0])
+            found.append((line, _header_message(data, starts[line], ends[line]), self._after(names, name_offsets, int(bad[0]))))
+        bad = np.flatnonzero(np.diff(name_offsets) == 0)
+        if len(bad):
+            found.append((4 * int(bad[0]), "read with no name after '@'", self._after(names, name_offsets, int(bad[0]))))
+        bad = np.flatnonzero(data[starts[plus]] != ord("+"))
+        if len(bad):
+            line = 4 * int(bad[0]) + 2
+            found.append((line, _plus_message(data, starts[line], ends[line]), record(int(bad[0]))))
+        bad = np.flatnonzero(lengths != quality_lengths)
+        if len(bad):
+            read = int(bad[0])
+            message = f"quality length {int(quality_lengths[read])} differs from sequence length {int(lengths[read])}"
+            found.append((4 * read + 3, message, record(read)))
+        bad = np.flatnonzero(lengths > self.max_read_length)
+        if len(bad):
+            found.append((4 * int(bad[0]) + 1, self._too_long(), record(int(bad[0]))))
+        bad = np.flatnonzero(codes == INVALID)
+        if len(bad):
+            read = int(np.searchsorted(offsets, bad[0], side="right")) - 1
+            found.append((4 * read + 1, f"invalid character {_symbol(int(raw[bad[0]]))} in the sequence", record(read)))
+        bad = np.flatnonzero((qualities - np.uint8(33)) > 93)  # outside '!'..'~' (uint8 wraps below '!')
+        if len(bad):
+            read = int(np.searchsorted(quality_offsets, bad[0], side="right")) - 1
+            found.append((4 * read + 3, f"invalid quality character {_symbol(int(qualities[bad[0]]))}", record(read)))
+        self._raise_first(found)
+        # What follows the complete records: at the end a truncated record, else a carried one.
+        after = self._after(names, name_offsets, reads)
+        if final and line_count - complete == 3 and ends[complete + 1] == starts[complete + 1] and (
+            data[starts[complete + 2]] == ord("+")
+        ):
+            # An empty read at the very end with no newline after its '+' line: its quality is
+            # the empty last line (kseq, used by BWA, reads it so too).
+            return self._parse_fastq(np.append(data, np.uint8(NEWLINE)), final)
+        if final and line_count > complete:
+            self._raise_first([self._partial_fastq(data, starts, ends, complete, line_count - complete, after)])
+        if not final:
+            self._raise_first(self._carried_fastq(data, starts, ends, newlines, complete, after))
+        if final:
+            return (_Batch(names, name_offsets, codes, offsets, qualities) if reads else None), len(data), len(starts)
+        used_bytes = int(newlines[complete - 1]) + 1 if complete else 0
+        return (_Batch(names, name_offsets, codes, offsets, qualities) if reads else None), used_bytes, complete
+
+    def _check_header(self, data, starts, ends, first: int, after: str) -> tuple[tuple[int, str, str] | None, str]:
+        """For a record not parsed with the others (the last or a carried one) whose header line
+        ``first`` is complete: its header error, if any, and the suffix naming it."""
+        if data[starts[first]] != ord("@"):
+            return (first, _header_message(data, starts[first], ends[first]), after), after
+        names, name_offsets = _names(data, starts[first : first + 1], ends[first : first + 1])
+        if name_offsets[1] == 0:
+            return (first, "read with no name after '@'", after), after
+        return None, self._record(_name(names, name_offsets, 0))
+
+    def _partial_fastq(self, data, starts, ends, first: int, count: int, after: str) -> tuple[int, str, str]:
+        """The error for a last record of fewer than 4 lines (the file ends inside it)."""
+        error, record = self._check_header(data, starts, ends, first, after)
+        if error is not None:
+            return error
+        if count >= 3 and data[starts[first + 2]] != ord("+"):
+            return first + 2, _plus_message(data, starts[first + 2], ends[first + 2]), record
+        return first, f"truncated record: the file ends after {count} of its 4 lines", record
+
+    def _carried_fastq(self, data, starts, ends, newlines, first: int, after: str) -> list[tuple[int, str, str]]:
+        """Errors told before a record carried over to the next block is complete, so that a
+        runaway line cannot make the carried text grow without bound."""
+        line_count = len(starts)
+        partial_start = int(newlines[-1]) + 1 if line_count else 0
+        partial_length = len(data) - partial_start
+        if line_count > first:
+            length = int(ends[first + 1] - starts[first + 1]) if line_count - first >= 2 else partial_length
+            if length > self.max_read_length:
+                # Only now is the header checked: blank lines may yet turn out to end the file.
+                error, record = self._check_header(data, starts, ends, first, after)
+                return [error or (first + 1, self._too_long(), record)]
+        if partial_length > LONGEST_OTHER_LINE + self.max_read_length:
+            return [(line_count, f"line longer than {LONGEST_OTHER_LINE >> 20} MiB: not a FASTQ file", after)]
+        return []
+
+    # ----------------------------------------------------------------------------------- FASTA
+
+    def _parse_fasta(self, data: np.ndarray, final: bool):
+        starts, ends, newlines = _lines(data)
+        line_count = len(starts)
+        is_header = data[starts] == ord(">")
+        headers = np.flatnonzero(is_header)  # headers[0] == 0: the pending text starts at a record
+        if final:
+            records, end_line = len(headers), line_count
+        else:
+            # The last record may go on in the next block: only those followed by a header are done.
+            records = max(len(headers) - 1, 0)
+            end_line = int(headers[-1]) if len(headers) else 0
+        header_lines = headers[:records]
+        next_lines = np.append(headers[1:records], end_line).astype(np.int64) if records else header_lines
+        sequence_lines = np.flatnonzero(~is_header[:end_line])
+        # Sequence bytes before each line (header lines count 0).
+        content = np.where(is_header[:end_line], 0, ends[:end_line] - starts[:end_line])
+        before = np.zeros(end_line + 1, dtype=np.int64)
+        np.cumsum(content, out=before[1:])
+        lengths = before[next_lines] - before[header_lines]
+        offsets = np.zeros(records + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        names, name_offsets = _names(data, starts[header_lines], ends[header_lines])
+        raw, _ = _gather(data, starts[sequence_lines], ends[sequence_lines])
+        codes = READ_CODES[raw]
+
+        def record(read: int) -> str:
+            return self._record(_name(names, name_offsets, read))
+
+        found: list[tuple[int, str, str]] = []
+        bad = np.flatnonzero(np.diff(name_offsets) == 0)
+        if len(bad):
+            found.append((int(header_lines[bad[0]]), "read with no name after '>'", self._after(names, name_offsets, int(bad[0]))))
+        bad = np.flatnonzero(lengths > self.max_read_length)
+        if len(bad):
+            found.append((int(header_lines[bad[0]]), self._too_long(), record(int(bad[0]))))
+        bad = np.flatnonzero(codes == INVALID)
+        if len(bad):
+            read = int(np.searchsorted(offsets, bad[0], side="right")) - 1
+            line = int(np.searchsorted(before, bad[0], side="right")) - 1
+            found.append((line, f"invalid character {_symbol(int(raw[bad[0]]))} in the sequence", record(read)))
+        self._raise_first(found)
+        if final:
+            return (_Batch(names, name_offsets, codes, offsets, None) if records else None), len(data), line_count
+        # The carried record's bases so far (its complete lines, then the partial last line): a
+        # record that is already too long is reported now rather than carried on and on.
+        partial_start = int(newlines[-1]) + 1 if line_count else 0
+        carried = int(np.sum(ends[end_line + 1 :] - starts[end_line + 1 :])) + len(data) - partial_start
+        if len(headers) and carried > self.max_read_length:
+            tail_names, tail_offsets = _names(data, starts[end_line : end_line + 1], ends[end_line : end_line + 1])
+            if tail_offsets[1] == 0:
+                self._raise_first([(end_line, "read with no name after '>'", self._after(names, name_offsets, records))])
+            name = self._record(_name(tail_names, tail_offsets, 0))
+            self._raise_first([(end_line, self._too_long(), name)])
+        used_bytes = int(starts[end_line]) if end_line < line_count else partial_start
+        return (_Batch(names, name_offsets, codes, offsets, None) if records else None), used_bytes, end_line
+
+
+def _names(data: np.ndarray, header_starts: np.ndarray, header_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Read names (concatenated, with offsets) from header lines starting at the '@' or '>'."""
+    headers, header_offsets = _gather(data, header_starts + 1, np.maximum(header_ends, header_starts + 1))
+    blanks = np.flatnonzero((headers == ord(" ")) | (headers == ord("\t")))
+    blanks = np.append(blanks, len(headers))
+    name_ends = np.minimum(blanks[np.searchsorted(blanks, header_offsets[:-1])], header_offsets[1:])
+    # BWA's trim_readno: drop a trailing '/' and digit from names longer than two characters.
+    last = headers[np.maximum(name_ends - 1, 0)] if len(headers) else name_ends.astype(np.uint8)
+    slash = headers[np.maximum(name_ends - 2, 0)] if len(headers) else name_ends.astype(np.uint8)
+    mate = (name_ends - header_offsets[:-1] > 2) & (slash == ord("/")) & (last >= ord("0")) & (last <= ord("9"))
+    return _gather(headers, header_offsets[:-1], name_ends - 2 * mate)
+
+
+def _name(names: np.ndarray, name_offsets: np.ndarray, read: int) -> str:
+    return names[name_offsets[read] : name_offsets[read + 1]].tobytes().decode("ascii", "replace")
+
+
+def _header_message(data: np.ndarray, start: int, end: int) -> str:
+    return f"expected a FASTQ header line starting with '@', found {_text(data, start, end)}"
+
+
+def _plus_message(data: np.ndarray, start: int, end: int) -> str:
+    return (
+        f"expected a '+' line after the sequence, found {_text(data, start, end)} "
+        "(multi-line FASTQ is not supported)"
+    )
+
+
+# -------------------------------------------------------------------------------------- chunking
+
+
+class _Chunker:
+    """Cuts batches into chunks of about ``chunk_bases`` bases, independently of batch sizes."""
+
+    def __init__(self, chunk_bases: int):
+        self.chunk_bases = chunk_bases
+        self.held: list[_Batch] = []
+        self.held_weight = 0
+        self.number = 0
+        self.first_read = 0
+
+    def add(self, batch: _Batch) -> Iterator[ReadChunk]:
+        if batch.count == 0:
+            return
+        self.held.append(batch)
+        self.held_weight += int(np.maximum(np.diff(batch.offsets), 1).sum())
+        if self.held_weight >= self.chunk_bases:
+            yield from self._cut(final=False)
+
+    def finish(self) -> Iterator[ReadChunk]:
+        if self.held:
+            yield from self._cut(final=True)
+
+    def _cut(self, final: bool) -> Iterator[ReadChunk]:
+        batch = _concatenate(self.held)
+        weights = np.cumsum(np.maximum(np.diff(batch.offsets), 1))
+        start = 0
+        while start < batch.count:
+            before = int(weights[start - 1]) if start else 0
+            end = int(np.searchsorted(weights, before + self.chunk_bases, side="left")) + 1
+            if end > batch.count:
+                if not final:
+                    break
+                end = batch.count
+            yield self._chunk(_slice(batch, start, end))
+            start = end
+        rest = _slice(batch, start, batch.count)
+        self.held = [rest] if rest.count else []
+        self.held_weight = int(weights[-1] - (weights[start - 1] if start else 0)) if rest.count else 0
+
+    def _chunk(self, batch: _Batch) -> ReadChunk:
+        chunk = ReadChunk(
+            number=self.number,
+            first_read=self.first_read,
+            names=batch.names,
+            name_offsets=batch.name_offsets,
+            codes=batch.codes,
+            offsets=batch.offsets,
+            qualities=batch.qualities,
+            reverse_codes=reverse_complement(batch.codes, batch.offsets),
+        )
+        self.number += 1
+        self.first_read += batch.count
+        return chunk
+
+
+def _slice(batch: _Batch, start: int, end: int) -> _Batch:
+    low, high = batch.offsets[start], batch.offsets[end]
+    name_low, name_high = batch.name_offsets[start], batch.name_offsets[end]
+    return _Batch(
+        names=batch.names[name_low:name_high],
+        name_offsets=batch.name_offsets[start : end + 1] - name_low,
+        codes=batch.codes[low:high],
+        offsets=batch.offsets[start : end + 1] - low,
+        qualities=None if batch.qualities is None else batch.qualities[low:high],
+    )
+
+
+def _concatenate(batches: list[_Batch]) -> _Batch:
+    if len(batches) == 1:
+        return batches[0]
+
+    def joined_offsets(offset_arrays):
+        shifts = np.cumsum([0] + [int(o[-1]) for o in offset_arrays[:-1]])
+        return np.concatenate([offset_arrays[0][:1]] + [o[1:] + s for o, s in zip(offset_arrays, shifts)])
+
+    return _Batch(
+        names=np.concatenate([b.names for b in batches]),
+        name_offsets=joined_offsets([b.name_offsets for b in batches]),
+        codes=np.concatenate([b.codes for b in batches]),
+        offsets=joined_offsets([b.offsets for b in batches]),
+        qualities=None if batches[0].qualities is None else np.concatenate([b.qualities for b in batches]),
+    )
