@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from bowmap.devices import DeviceContext
+from bowmap.devices import DeviceContext, ReusedBuffer
 from bowmap.references.asm import match_start
 
 SOURCE = "asm.cl"
@@ -76,22 +76,6 @@ class Matches:
     distances: np.ndarray | None  # int32[count][n]: best distance of a match ending at e + 1
 
 
-class _ReusedBuffer:
-    """A device buffer kept across calls and grown (at least doubling) when a call needs more."""
-
-    def __init__(self, context, flags):
-        self.context = context
-        self.flags = flags
-        self.buffer = None
-        self.capacity = 0
-
-    def at_least(self, size: int):
-        if size > self.capacity:
-            self.capacity = max(size, 2 * self.capacity, 4096)
-            self.buffer = cl.Buffer(self.context, self.flags, size=self.capacity)
-        return self.buffer
-
-
 def _largest_group(kernel, device: DeviceContext) -> tuple[int, int]:
     """(largest work-group size, preferred multiple) of a built kernel on the device."""
     info = cl.kernel_work_group_info
@@ -108,12 +92,12 @@ class ApproximateMatcher:
         self.queue = queue if queue is not None else device.queue()
         mf = cl.mem_flags
         context = device.context
-        self._text = _ReusedBuffer(context, mf.READ_ONLY)
-        self._patterns = _ReusedBuffer(context, mf.READ_ONLY)
-        self._lengths = _ReusedBuffer(context, mf.READ_ONLY)
-        self._distances = _ReusedBuffer(context, mf.WRITE_ONLY)
-        self._piece_best = _ReusedBuffer(context, mf.READ_WRITE)
-        self._best = _ReusedBuffer(context, mf.WRITE_ONLY)
+        self._text = ReusedBuffer(context, mf.READ_ONLY)
+        self._patterns = ReusedBuffer(context, mf.READ_ONLY)
+        self._lengths = ReusedBuffer(context, mf.READ_ONLY)
+        self._distances = ReusedBuffer(context, mf.WRITE_ONLY)
+        self._piece_best = ReusedBuffer(context, mf.READ_WRITE)
+        self._best = ReusedBuffer(context, mf.WRITE_ONLY)
         self._kernels: dict[tuple, cl.Kernel] = {}
         # The latest DP kernel launch (not the reduction): benchmarks read its device time.
         self.last_kernel_event: cl.Event | None = None
@@ -169,13 +153,6 @@ class ApproximateMatcher:
 
     # ------------------------------------------------------------ launches
 
-    def _upload(self, staging: _ReusedBuffer, array: np.ndarray):
-        buffer = staging.at_least(max(array.nbytes, 1))
-        if array.nbytes:
-            # Not blocking: the in-order queue finishes it before the blocking read of the results.
-            cl.enqueue_copy(self.queue, buffer, array, is_blocking=False)
-        return buffer
-
     def ends(self, encoded: Encoded, method: str = "dp", pieces: int | None = None,
              all_distances: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """(distance int64[count], end int64[count], distances int32[count][n] or None) of the
@@ -195,7 +172,7 @@ class ApproximateMatcher:
         # The overlap only has to be 2m - 1; 2m keeps the paper's S + 2m pieces.
         overlap = 2 * longest
 
-        text = self._upload(self._text, encoded.text)
+        text = self._text.upload(self.queue, encoded.text)
         if method == "dp":
             if encoded.symbols > 255:
                 raise ValueError("the dp kernel keeps code 0 for padding rows: patterns using all 256 byte values need the bitvector method")
@@ -205,12 +182,12 @@ class ApproximateMatcher:
             mask = np.arange(rows)[None, :] >= (rows - lengths)[:, None]
             table[mask] = np.concatenate(encoded.patterns)
             kernel = self._kernel("asm_diagonal", rows_per_item)
-            pattern_data = self._upload(self._patterns, table)
+            pattern_data = self._patterns.upload(self.queue, table)
         else:
             words, per_group = self.bitvector_geometry(longest)
-            pattern_data = self._upload(self._patterns, self._peq(encoded, lengths, words))
+            pattern_data = self._patterns.upload(self.queue, self._peq(encoded, lengths, words))
             kernel = self._kernel("asm_bitvector")
-        lengths_device = self._upload(self._lengths, lengths)
+        lengths_device = self._lengths.upload(self.queue, lengths)
 
         distances = np.zeros((count, n), dtype=np.int32) if all_distances else None
         distances_device = self._distances.at_least(count * n * 4 if all_distances else 4)

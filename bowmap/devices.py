@@ -246,6 +246,42 @@ def open_devices(spec: str | None = None) -> list[DeviceContext]:
     return [_context_for(info.index) for info in parse_device_spec(spec, list_devices())]
 
 
+class ReusedBuffer:
+    """A device buffer kept across calls and grown (at least doubling) when a call needs more:
+    creating buffers costs far more than the copies themselves on GPU drivers. One per worker
+    (a kernel owner's buffers belong to its thread)."""
+
+    def __init__(self, context, flags=None):
+        cl = _opencl()
+        self.context = context
+        self.flags = cl.mem_flags.READ_WRITE if flags is None else flags
+        self.buffer = None
+        self.capacity = 0
+
+    def at_least(self, size: int):
+        if size > self.capacity:
+            self.capacity = max(size, 2 * self.capacity, 4096)
+            self.buffer = _opencl().Buffer(self.context, self.flags, size=self.capacity)
+        return self.buffer
+
+    def upload(self, queue, array):
+        """Copy ``array`` in (not blocking) and return the buffer. The in-order queue finishes
+        the copy before the caller's next blocking read, while the caller still holds ``array``."""
+        buffer = self.at_least(max(array.nbytes, 1))
+        if array.nbytes:
+            _opencl().enqueue_copy(queue, buffer, array, is_blocking=False)
+        return buffer
+
+
+def work_group_size(kernel, device: DeviceContext, wavefronts: int = 4) -> int:
+    """``wavefronts`` times the kernel's preferred work-group multiple on ``device`` (its warp or
+    wavefront width), within the kernel's largest work-group."""
+    info = _opencl().kernel_work_group_info
+    multiple = kernel.get_work_group_info(info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, device.device)
+    largest = kernel.get_work_group_info(info.WORK_GROUP_SIZE, device.device)
+    return max(1, min(largest, multiple * wavefronts))
+
+
 def format_memory(size: int) -> str:
     """Bytes as a short binary-unit string: 1536 -> '1.5 KiB'."""
     value = float(size)

@@ -12,7 +12,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.cltypes as cltypes
 
-from bowmap.devices import DeviceContext
+from bowmap.devices import DeviceContext, ReusedBuffer, work_group_size
 from bowmap.errors import BowmapError
 from bowmap.index import FMIndex, IndexBlock
 
@@ -46,23 +46,6 @@ def _as_u32(array, what: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.uint32)
 
 
-class _ReusedBuffer:
-    """A device buffer kept across calls and grown (at least doubling) when a call needs more:
-    creating buffers costs far more than the copies themselves on GPU drivers."""
-
-    def __init__(self, context, flags):
-        self.context = context
-        self.flags = flags
-        self.buffer = None
-        self.capacity = 0
-
-    def at_least(self, size: int):
-        if size > self.capacity:
-            self.capacity = max(size, 2 * self.capacity, 4096)
-            self.buffer = cl.Buffer(self.context, self.flags, size=self.capacity)
-        return self.buffer
-
-
 class FMSearch:
     """Kernels, a command queue and reused buffers for one worker thread on one device."""
 
@@ -72,30 +55,17 @@ class FMSearch:
         program = device.program(SOURCE)
         self._search = cl.Kernel(program, "fm_search")
         self._locate = cl.Kernel(program, "fm_locate")
-        self._group = self._work_group_size(self._search)
+        self._group = work_group_size(self._search, device)
         mf = cl.mem_flags
         context = device.context
-        self._codes, self._offsets, self._lengths = (_ReusedBuffer(context, mf.READ_ONLY) for _ in range(3))
-        self._rows = _ReusedBuffer(context, mf.READ_ONLY)
-        self._results = _ReusedBuffer(context, mf.WRITE_ONLY)
+        self._codes, self._offsets, self._lengths = (ReusedBuffer(context, mf.READ_ONLY) for _ in range(3))
+        self._rows = ReusedBuffer(context, mf.READ_ONLY)
+        self._results = ReusedBuffer(context, mf.WRITE_ONLY)
         # The latest kernel launch: with a profiling queue, benchmarks read its device time.
         self.last_kernel_event: cl.Event | None = None
 
-    def _work_group_size(self, kernel) -> int:
-        multiple = kernel.get_work_group_info(cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, self.device.device)
-        largest = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, self.device.device)
-        return max(1, min(largest, multiple * 4))
-
     def _global_size(self, count: int) -> tuple[int]:
         return (-(-count // self._group) * self._group,)
-
-    def _upload(self, staging: _ReusedBuffer, array: np.ndarray):
-        buffer = staging.at_least(array.nbytes)
-        if array.nbytes:
-            # Not blocking: the in-order queue finishes it before the blocking read of the
-            # results, while ``array`` is still referenced by the caller's frame.
-            cl.enqueue_copy(self.queue, buffer, array, is_blocking=False)
-        return buffer
 
     def search(self, block: DeviceBlock, codes, offsets, lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """SA intervals [lo, hi) of each pattern in ``block`` (``lo = hi = 0`` when absent) and
@@ -111,7 +81,7 @@ class FMSearch:
         results = np.zeros((3, count), dtype=np.uint32)
         if count == 0:
             return results[0], results[1], results[2]
-        inputs = [self._upload(staging, array) for staging, array in zip((self._codes, self._offsets, self._lengths), (codes, offsets, lengths))]
+        inputs = [staging.upload(self.queue, array) for staging, array in zip((self._codes, self._offsets, self._lengths), (codes, offsets, lengths))]
         results_device = self._results.at_least(results.nbytes)
         self.last_kernel_event = self._search(
             self.queue, self._global_size(count), (self._group,),
@@ -130,7 +100,7 @@ class FMSearch:
             return positions
         if rows.min() < 1 or rows.max() > block.block.length:
             raise ValueError(f"rows must lie in 1..{block.block.length}")
-        rows_device = self._upload(self._rows, rows)
+        rows_device = self._rows.upload(self.queue, rows)
         positions_device = self._results.at_least(positions.nbytes)
         self.last_kernel_event = self._locate(
             self.queue, self._global_size(count), (self._group,),

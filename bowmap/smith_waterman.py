@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from bowmap.devices import DeviceContext
+from bowmap.devices import DeviceContext, ReusedBuffer
 from bowmap.errors import BowmapError
 
 SOURCE = "smith_waterman.cl"
@@ -102,23 +102,6 @@ def _as_u32(array, what: str) -> np.ndarray:
     if array.size and (array.min() < 0 or array.max() >= 2**32):
         raise ValueError(f"{what} must fit in uint32")
     return np.ascontiguousarray(array, dtype=np.uint32)
-
-
-class _ReusedBuffer:
-    """A device buffer kept across calls and grown (at least doubling) when a call needs more:
-    creating buffers costs far more than the copies themselves on GPU drivers."""
-
-    def __init__(self, context, flags):
-        self.context = context
-        self.flags = flags
-        self.buffer = None
-        self.capacity = 0
-
-    def at_least(self, size: int):
-        if size > self.capacity:
-            self.capacity = max(size, 2 * self.capacity, 4096)
-            self.buffer = cl.Buffer(self.context, self.flags, size=self.capacity)
-        return self.buffer
 
 
 @dataclass
@@ -195,12 +178,12 @@ class SmithWaterman:
         self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
         mf = cl.mem_flags
         context = device.context
-        self._inputs = [_ReusedBuffer(context, mf.READ_ONLY) for _ in range(8)]
-        self._group_inputs = [_ReusedBuffer(context, mf.READ_ONLY) for _ in range(3)]
-        self._boundary = _ReusedBuffer(context, mf.READ_WRITE)
-        self._directions = _ReusedBuffer(context, mf.READ_WRITE)
-        self._results = _ReusedBuffer(context, mf.WRITE_ONLY)
-        self._cigar = _ReusedBuffer(context, mf.WRITE_ONLY)
+        self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(8)]
+        self._group_inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(3)]
+        self._boundary = ReusedBuffer(context, mf.READ_WRITE)
+        self._directions = ReusedBuffer(context, mf.READ_WRITE)
+        self._results = ReusedBuffer(context, mf.WRITE_ONLY)
+        self._cigar = ReusedBuffer(context, mf.WRITE_ONLY)
         # The latest kernel launches: with a profiling queue, benchmarks read their device time.
         self.last_kernel_events: list[cl.Event] = []
 
@@ -232,17 +215,9 @@ class SmithWaterman:
     def _profile_bytes(self, group: int) -> int:
         return 5 * self.read_tile * 2 * group
 
-    def _upload(self, staging: _ReusedBuffer, array: np.ndarray):
-        buffer = staging.at_least(max(array.nbytes, 1))
-        if array.nbytes:
-            # Not blocking: the in-order queue finishes it before the blocking read of the
-            # results, while ``array`` is still referenced by this call's frame.
-            cl.enqueue_copy(self.queue, buffer, array, is_blocking=False)
-        return buffer
-
     def _upload_sequences(self, pairs: _Pairs):
         arrays = (pairs.read_codes, pairs.read_offsets, pairs.read_lengths, pairs.window_codes, pairs.window_offsets, pairs.window_lengths)
-        return [self._upload(staging, array) for staging, array in zip(self._inputs, arrays)]
+        return [staging.upload(self.queue, array) for staging, array in zip(self._inputs, arrays)]
 
     def _launches(self, count: int, group: int, columns: np.ndarray, boundary_element: int, extra_bytes=None):
         """Split the launch order into launches of whole work-groups whose scratch fits
@@ -290,7 +265,7 @@ class SmithWaterman:
             global_size = -(-size // group) * group
             columns = int(pairs.n[start:stop].max()) + 1
             boundary = self._boundary.at_least(columns * global_size * element)
-            pair_buffers = [self._upload(staging, array[start:stop]) for staging, array in
+            pair_buffers = [staging.upload(self.queue, array[start:stop]) for staging, array in
                             zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
             output = self._results.at_least(3 * size * 4)
             self.last_kernel_events.append(kernel(
@@ -348,9 +323,9 @@ class SmithWaterman:
             if cigar_total >= 2**32:
                 raise BowmapError("too many CIGAR operations in one traceback launch")
             cigar_device = self._cigar.at_least(cigar_total * 4)
-            pair_buffers = [self._upload(staging, array[start:stop]) for staging, array in
+            pair_buffers = [staging.upload(self.queue, array[start:stop]) for staging, array in
                             zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
-            group_buffers = [self._upload(staging, array) for staging, array in zip(
+            group_buffers = [staging.upload(self.queue, array) for staging, array in zip(
                 self._group_inputs, (direction_offsets, group_columns.astype(np.uint32), cigar_offsets.astype(np.uint32)))]
             output = self._results.at_least(6 * size * 4)
             self.last_kernel_events.append(kernel(
