@@ -57,13 +57,34 @@ def minimum_scores(read_lengths: np.ndarray, scoring, end_to_end: bool, min_scor
     return np.minimum(30, np.maximum(perfect, 1))
 
 
-def best_two(read: np.ndarray, score: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each of ``count`` reads: the pair with the best score (ties: the first pair, pairs
-    being sorted by read, strand and position), or -1; that score; and the best score among the
-    read's other pairs (NO_SCORE when it has none)."""
+def _mix(values: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: uint64 -> well-spread uint64."""
+    with np.errstate(over="ignore"):
+        values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        values = (values ^ (values >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return values ^ (values >> np.uint64(31))
+
+
+def tie_breakers(codes: np.ndarray, offsets: np.ndarray, read: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """A pseudo-random but reproducible order for a read's equally good windows, drawn from the
+    read's bases and the window's position: repeats are spread over their copies (as bwa and
+    bowtie2 do with their random choice) while the output stays the same for the same input,
+    whatever the chunking or the threads."""
+    positions = np.arange(len(codes), dtype=np.uint64) - np.repeat(offsets[:-1], np.diff(offsets)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        terms = _mix(positions * np.uint64(4) + codes.astype(np.uint64) + np.uint64(1))
+        running = np.concatenate(([np.uint64(0)], np.cumsum(terms, dtype=np.uint64)))
+        read_hash = running[offsets[1:]] - running[offsets[:-1]]  # wraps modulo 2^64, as meant
+    return _mix(read_hash[read] ^ start.astype(np.uint64))
+
+
+def best_two(read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each of ``count`` reads: the pair with the best score (ties: the smallest
+    ``tie_breaker``), or -1; that score; and the best score among the read's other pairs
+    (NO_SCORE when it has none)."""
     from bowmap.mapq import NO_SCORE
 
-    order = np.lexsort((np.arange(len(read)), -score.astype(np.int64), read))
+    order = np.lexsort((tie_breaker, -score.astype(np.int64), read))
     sorted_read = order_read = read[order]
     first = np.searchsorted(sorted_read, np.arange(count), side="left")
     has = first < len(order)
@@ -127,7 +148,8 @@ def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, option
     pair_windows = np.arange(len(windows))
     inputs = (read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths)
     score, _, _ = smith_waterman.best(*inputs, pair_reads, pair_windows)
-    best, best_score, second_score = best_two(windows.read, score, count)
+    tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start)
+    best, best_score, second_score = best_two(windows.read, score, count, tie_breaker)
     mapped = (best >= 0) & (best_score > 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
     chosen = best[mapped]
     traced_score, _, _, window_start, _, cigar_ops, _, traced_lengths = smith_waterman.traceback(

@@ -28,6 +28,8 @@ class SeedOptions:
     windows_per_read: int = 16
     # Bases added on each side of a read's diagonal: room for indels.
     margin: int = 32
+    # Seed length of the second round, for reads whose first seeds all failed (0: none).
+    reseed_length: int = 16
 
     def seed_interval(self, read_length: np.ndarray) -> np.ndarray:
         """bowtie2's seed spacing I(x) = floor(1 + 1.15 sqrt(x)) for reads of length x."""
@@ -43,6 +45,8 @@ class Windows:
     start: np.ndarray  # int64 text position
     end: np.ndarray  # int64 text position, exclusive
     hits: np.ndarray  # int64: seed hits that fell in the window
+
+    FIELDS = ("read", "reverse", "start", "end", "hits")
 
     def __len__(self) -> int:
         return len(self.read)
@@ -60,19 +64,31 @@ class Seeds:
     read_offset: np.ndarray  # int64: where the seed starts in its (strand's) read
 
 
-def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions) -> Seeds:
-    """Seeds of ``seed_length`` every I(read length) bases from the start of each read and of
-    its reverse complement; a read shorter than a seed has none."""
+def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed_length=None, first=None, only=None) -> Seeds:
+    """Seeds of ``seed_length`` every I(read length) bases from offset ``first`` (default 0) of
+    each read and of its reverse complement, plus one ending at the read's last base where the
+    spacing leaves the end uncovered (otherwise up to I - 1 bases at the end are never seeded,
+    and a read with a few errors spread over the rest finds no exact seed at all). A read
+    shorter than a seed, or not in the boolean mask ``only``, has none."""
+    seed_length = options.seed_length if seed_length is None else seed_length
     lengths = np.diff(read_offsets)
-    per_read = np.where(lengths >= options.seed_length, (lengths - options.seed_length) // options.seed_interval(lengths) + 1, 0)
+    interval = options.seed_interval(lengths)
+    first = np.zeros(len(lengths), dtype=np.int64) if first is None else np.asarray(first, dtype=np.int64)
+    seedable = lengths - first >= seed_length
+    if only is not None:
+        seedable &= only
+    spaced = np.where(seedable, (lengths - first - seed_length) // interval + 1, 0)
+    last = first + (spaced - 1) * interval
+    tail = seedable & (last < lengths - seed_length)  # the spaced seeds stop short of the end
+    per_read = spaced + tail
     reads = np.repeat(np.arange(len(lengths)), per_read)
     rank = np.arange(len(reads)) - np.repeat(np.cumsum(per_read) - per_read, per_read)
-    within = rank * options.seed_interval(lengths)[reads]
+    within = np.minimum(first[reads] + rank * interval[reads], lengths[reads] - seed_length)
     forward_offset = read_offsets[:-1][reads] + within
     return Seeds(
         codes=np.concatenate((codes, reverse_codes)),
         offset=np.concatenate((forward_offset, forward_offset + len(codes))),
-        length=np.full(2 * len(reads), options.seed_length, dtype=np.int64),
+        length=np.full(2 * len(reads), seed_length, dtype=np.int64),
         read=np.concatenate((reads, reads)),
         reverse=np.repeat([False, True], len(reads)),
         read_offset=np.concatenate((within, within)),
@@ -89,9 +105,25 @@ class SeedFilter:
         self.options = options
 
     def windows(self, codes, reverse_codes, read_offsets) -> Windows:
+        """Candidate windows of every read. Reads whose seeds all fail (errors in each) are
+        seeded once more, as bowtie2 re-seeds: shorter seeds, shifted by half an interval."""
         options = self.options
-        seeds = extract_seeds(codes, reverse_codes, read_offsets, options)
         lengths = np.diff(read_offsets)
+        windows = self._windows(extract_seeds(codes, reverse_codes, read_offsets, options), lengths)
+        missing = np.ones(len(lengths), dtype=bool)
+        missing[windows.read] = False
+        if options.reseed_length and missing.any():
+            again = extract_seeds(
+                codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, missing
+            )
+            more = self._windows(again, lengths)
+            combined = [np.concatenate((getattr(windows, name), getattr(more, name))) for name in Windows.FIELDS]
+            order = np.lexsort((combined[2], combined[1], combined[0]))
+            windows = Windows(*(array[order] for array in combined))
+        return windows
+
+    def _windows(self, seeds: Seeds, lengths: np.ndarray) -> Windows:
+        options = self.options
         # 1. Exact search of every seed in every block.
         found = []
         for block_number, device_block in enumerate(self.device_blocks):
@@ -153,5 +185,5 @@ class SeedFilter:
         read = windows.read[order]
         rank = np.arange(len(read)) - np.searchsorted(read, read, side="left")
         keep = np.sort(order[rank < self.options.windows_per_read])
-        return Windows(*(getattr(windows, name)[keep] for name in ("read", "reverse", "start", "end", "hits")))
+        return Windows(*(getattr(windows, name)[keep] for name in Windows.FIELDS))
 

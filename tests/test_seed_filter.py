@@ -37,6 +37,8 @@ def test_seeds_follow_the_bowtie2_interval():
     for read, length in enumerate(lengths):
         interval = int(1 + 1.15 * length**0.5)
         expected = list(range(0, length - 20 + 1, interval)) if length >= 20 else []
+        if expected and expected[-1] != length - 20:
+            expected.append(length - 20)  # one more seed ends at the read's last base
         for reverse in (False, True):
             mine = (seeds.read == read) & (seeds.reverse == reverse)
             assert seeds.read_offset[mine].tolist() == expected
@@ -74,3 +76,18 @@ def test_windows_from_kernels_equal_windows_from_references_and_contain_the_trut
         for read in range(len(starts))
     ]
     assert np.mean(found) >= 0.98
+
+
+def test_reads_whose_seeds_all_fail_are_seeded_again(tmp_path, device):
+    rng = np.random.default_rng(5)
+    genome = rng.integers(0, 4, size=20_000, dtype=np.uint8)
+    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))])
+    read = genome[5_000:5_100].copy()
+    read[[10, 28, 46, 64, 82]] = (read[[10, 28, 46, 64, 82]] + 1) % 4  # one error in every 20-base seed
+    offsets = np.array([0, 100])
+    reverse_codes = COMPLEMENT[read[::-1]]
+    blocks = [DeviceBlock(device, block) for block in index.blocks]
+    first_round_only = SeedFilter(index, blocks, FMSearch(device), SeedOptions(reseed_length=0))
+    assert len(first_round_only.windows(read, reverse_codes, offsets)) == 0
+    windows = SeedFilter(index, blocks, FMSearch(device), SeedOptions()).windows(read, reverse_codes, offsets)
+    assert [(w.item(), s.item()) for w, s in zip(windows.reverse, windows.start)] == [(False, 5_000 - 32)]
