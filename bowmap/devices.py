@@ -11,12 +11,15 @@ from __future__ import annotations
 import ctypes
 import functools
 import importlib.resources
+import logging
 import threading
+import warnings
 from dataclasses import dataclass
 
 from bowmap.errors import BowmapError, UsageError
 
 NVIDIA_LIBRARY = "libnvidia-opencl.so.1"
+log = logging.getLogger("bowmap.devices")
 
 
 def _opencl():
@@ -218,7 +221,13 @@ class DeviceContext:
             if program is None:
                 cl = _opencl()
                 try:
-                    program = cl.Program(self.context, kernel_source(source_name)).build(options=list(options))
+                    # Drivers' informational build logs (NVIDIA prints some for correct code)
+                    # would reach users as Python warnings: log them instead.
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always", cl.CompilerWarning)
+                        program = cl.Program(self.context, kernel_source(source_name)).build(options=list(options))
+                    for warning in caught:
+                        log.debug("building %s for %s: %s", source_name, self.info.name, warning.message)
                 except cl.RuntimeError as error:
                     raise BowmapError(f"building {source_name} for {self.info.name} failed: {error}") from None
                 self._programs[key] = program

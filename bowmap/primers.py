@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pyopencl as cl
 
-from bowmap.devices import DeviceContext
+from bowmap.devices import DeviceContext, ReusedBuffer
 from bowmap.errors import UsageError
 from bowmap.references import primers as reference
 
@@ -80,22 +80,6 @@ def _round_up(value: int, multiple: int) -> int:
     return -(-value // multiple) * multiple
 
 
-class _ReusedBuffer:
-    """A device buffer kept across calls and grown (at least doubling) when a call needs more."""
-
-    def __init__(self, context, flags=cl.mem_flags.READ_WRITE):
-        self.context = context
-        self.flags = flags
-        self.buffer = None
-        self.capacity = 0
-
-    def at_least(self, size: int):
-        if size > self.capacity:
-            self.capacity = max(size, 2 * self.capacity, 4096)
-            self.buffer = cl.Buffer(self.context, self.flags, size=self.capacity)
-        return self.buffer
-
-
 class PrimerSearch:
     """Kernels, a command queue and reused buffers for one thread on one device."""
 
@@ -103,10 +87,10 @@ class PrimerSearch:
         self.device = device
         self.queue = queue if queue is not None else device.queue()
         context = device.context
-        self._alpha, self._beta = _ReusedBuffer(context, cl.mem_flags.READ_ONLY), _ReusedBuffer(context, cl.mem_flags.READ_ONLY)
-        self._slot_rows, self._slot_hits, self._slot_counts = (_ReusedBuffer(context) for _ in range(3))
-        self._reach, self._hits, self._counts = (_ReusedBuffer(context) for _ in range(3))
-        self._columns = _ReusedBuffer(context)
+        self._alpha, self._beta = ReusedBuffer(context, cl.mem_flags.READ_ONLY), ReusedBuffer(context, cl.mem_flags.READ_ONLY)
+        self._slot_rows, self._slot_hits, self._slot_counts = (ReusedBuffer(context) for _ in range(3))
+        self._reach, self._hits, self._counts = (ReusedBuffer(context) for _ in range(3))
+        self._columns = ReusedBuffer(context)
         # Every kernel launch of the latest call: with a profiling queue, benchmarks sum their times.
         self.kernel_events: list[cl.Event] = []
         self.last_layout: dict = {}
@@ -213,7 +197,7 @@ class PrimerSearch:
 
     def _upload(self, alpha: np.ndarray, beta: np.ndarray) -> None:
         for staging, array in ((self._alpha, alpha), (self._beta, beta)):
-            cl.enqueue_copy(self.queue, staging.at_least(array.nbytes), array, is_blocking=False)
+            staging.upload(self.queue, array)
         self.queue.finish()  # the host arrays may go away once we return
 
     def _read_starts(self, count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

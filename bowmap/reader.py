@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap.errors import BowmapError
+from bowmap.files import open_for_reading
 
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_BLOCK_BYTES = 4 << 20  # input bytes parsed at once (decompressed bytes for gzip)
@@ -141,15 +142,7 @@ def _blocks(path: str, source: str, block_bytes: int) -> Iterator[bytes]:
     if path == "-":
         yield from _decoded(sys.stdin.buffer, source, block_bytes)
         return
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise BowmapError(f"{source}: no such file") from None
-    except IsADirectoryError:
-        raise BowmapError(f"{source}: is a directory, not a read file") from None
-    except OSError as error:
-        raise BowmapError(f"{source}: cannot read ({error.strerror})") from None
-    with handle:
+    with open_for_reading(path, kind="read file") as handle:
         yield from _decoded(handle, source, block_bytes)
 
 
