@@ -115,6 +115,18 @@ def nvidia_hint(devices: list[DeviceInfo]) -> str | None:
     )
 
 
+def _build(context, source: str, options: tuple[str, ...], what: str):
+    """Build an OpenCL program. Drivers' informational build logs (NVIDIA's compiler prints some
+    for correct code) would reach users as Python warnings: they go to the debug log instead."""
+    cl = _opencl()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", cl.CompilerWarning)
+        program = cl.Program(context, source).build(options=list(options))
+    for warning in caught:
+        log.debug("building %s: %s", what, warning.message)
+    return program
+
+
 _PROBE_KERNEL = "__kernel void probe(__global uint *out) { uint id = (uint)get_global_id(0); out[id] = popcount(id); }"
 
 
@@ -129,7 +141,7 @@ def build_problem(index: int) -> str | None:
     cl = _opencl()
     platform, device = _all_devices()[index]
     try:
-        cl.Program(cl.Context([device]), _PROBE_KERNEL).build()
+        _build(cl.Context([device]), _PROBE_KERNEL, (), f"the probe kernel for {device.name.strip()}")
     except cl.Error as error:
         lines = [line.strip() for line in str(error).splitlines() if "error" in line.lower()]
         return lines[-1] if lines else str(error).splitlines()[0]
@@ -221,13 +233,7 @@ class DeviceContext:
             if program is None:
                 cl = _opencl()
                 try:
-                    # Drivers' informational build logs (NVIDIA prints some for correct code)
-                    # would reach users as Python warnings: log them instead.
-                    with warnings.catch_warnings(record=True) as caught:
-                        warnings.simplefilter("always", cl.CompilerWarning)
-                        program = cl.Program(self.context, kernel_source(source_name)).build(options=list(options))
-                    for warning in caught:
-                        log.debug("building %s for %s: %s", source_name, self.info.name, warning.message)
+                    program = _build(self.context, kernel_source(source_name), options, f"{source_name} for {self.info.name}")
                 except cl.RuntimeError as error:
                     raise BowmapError(f"building {source_name} for {self.info.name} failed: {error}") from None
                 self._programs[key] = program
