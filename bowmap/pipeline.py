@@ -82,9 +82,15 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
     results keep (``(number, result)`` pairs travel between stages)."""
     run = _Run()
     channels = [queue.Queue(maxsize=queue_size) for _ in range(len(stages) + 1)]
+    # Chunks in flight, queued or held by the writer until the ones before them are written: a
+    # bound, so one slow chunk cannot make finished ones pile up in the writer's memory.
+    in_flight = threading.Semaphore(queue_size * (len(stages) + 1) + sum(len(workers) for workers in stages))
 
     def read():
         for chunk in chunks:
+            while not in_flight.acquire(timeout=_POLL_SECONDS):
+                if run.failed.is_set():
+                    raise _Stop
             run.put(channels[0], (chunk.number, chunk))
         for _ in stages[0]:
             run.put(channels[0], _END)
@@ -107,6 +113,7 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
             waiting[item[0]] = item[1]
             while next_number in waiting:
                 write(waiting.pop(next_number))
+                in_flight.release()
                 next_number += 1
         if waiting:
             raise RuntimeError(f"pipeline lost chunks before {min(waiting)}")
@@ -124,7 +131,9 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
                 thread.join(_POLL_SECONDS)
     except KeyboardInterrupt:
         run.fail(KeyboardInterrupt())
+        # Workers notice within a poll; a reader blocked on input (a terminal, a pipe) may not
+        # return at all: it is a daemon thread and must not hold the exit up.
         for thread in threads:
-            thread.join()
+            thread.join(1.0)
     if run.error is not None:
         raise run.error

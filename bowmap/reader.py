@@ -29,6 +29,7 @@ whose line number is the file's own (1-based), across block boundaries.
 
 from __future__ import annotations
 
+import io
 import sys
 import zlib
 from collections.abc import Iterator
@@ -140,10 +141,37 @@ def read_chunks(
 def _blocks(path: str, source: str, block_bytes: int) -> Iterator[bytes]:
     """The input's (decompressed) bytes in blocks of about ``block_bytes``."""
     if path == "-":
-        yield from _decoded(sys.stdin.buffer, source, block_bytes)
+        yield from _decoded(_raw_stdin(), source, block_bytes)
         return
     with open_for_reading(path, kind="read file") as handle:
         yield from _decoded(handle, source, block_bytes)
+
+
+def _raw_stdin():
+    """Standard input without Python's buffered reader: a reader thread blocked in a buffered
+    read holds its lock, and an interrupted run then aborts at exit waiting for that lock."""
+    try:
+        return _FullReads(io.FileIO(sys.stdin.fileno(), "rb", closefd=False))
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return sys.stdin.buffer  # not a file descriptor (tests, embedding): the buffered stream
+
+
+class _FullReads:
+    """``read(n)`` of a raw stream that returns n bytes unless the stream ends first (a pipe
+    gives at most its buffer a read: blocks that small would slow the parser down)."""
+
+    def __init__(self, raw):
+        self.raw = raw
+
+    def read(self, size: int) -> bytes:
+        parts, count = [], 0
+        while count < size:
+            part = self.raw.read(size - count)
+            if not part:
+                break
+            parts.append(part)
+            count += len(part)
+        return b"".join(parts)
 
 
 def _decoded(stream, source: str, block_bytes: int) -> Iterator[bytes]:
@@ -387,6 +415,9 @@ class _Parser:
         bad = np.flatnonzero(np.diff(name_offsets) == 0)
         if len(bad):
             found.append((4 * int(bad[0]), "read with no name after '@'", self._after(names, name_offsets, int(bad[0]))))
+        bad = _unusable_names(names, name_offsets)
+        if len(bad):
+            found.append((4 * int(bad[0]), SAM_NAME_MESSAGE, record(int(bad[0]))))
         bad = np.flatnonzero(data[starts[plus]] != ord("+"))
         if len(bad):
             line = 4 * int(bad[0]) + 2
@@ -494,6 +525,9 @@ class _Parser:
         bad = np.flatnonzero(np.diff(name_offsets) == 0)
         if len(bad):
             found.append((int(header_lines[bad[0]]), "read with no name after '>'", self._after(names, name_offsets, int(bad[0]))))
+        bad = _unusable_names(names, name_offsets)
+        if len(bad):
+            found.append((int(header_lines[bad[0]]), SAM_NAME_MESSAGE, record(int(bad[0]))))
         bad = np.flatnonzero(lengths > self.max_read_length)
         if len(bad):
             found.append((int(header_lines[bad[0]]), self._too_long(), record(int(bad[0]))))
@@ -530,6 +564,22 @@ def _names(data: np.ndarray, header_starts: np.ndarray, header_ends: np.ndarray)
     slash = headers[np.maximum(name_ends - 2, 0)] if len(headers) else name_ends.astype(np.uint8)
     mate = (name_ends - header_offsets[:-1] > 2) & (slash == ord("/")) & (last >= ord("0")) & (last <= ord("9"))
     return _gather(headers, header_offsets[:-1], name_ends - 2 * mate)
+
+
+# SAM's QNAME is [!-?A-~]{1,254}. '@' inside a name is widely accepted (htslib reads it), but a
+# name starting with '@' turns its SAM line into a header line, and a longer name breaks htslib.
+SAM_NAME_MESSAGE = "read name not usable in SAM (at most 254 printable characters, not starting with '@')"
+
+
+def _unusable_names(names: np.ndarray, name_offsets: np.ndarray) -> np.ndarray:
+    """Indexes of the reads whose names SAM cannot carry."""
+    lengths = np.diff(name_offsets)
+    unprintable = np.concatenate(([0], np.cumsum((names < ord("!")) | (names > ord("~")))))
+    per_read = unprintable[name_offsets[1:]] - unprintable[name_offsets[:-1]]
+    starts_with_at = np.zeros(len(lengths), dtype=bool)
+    named = np.flatnonzero(lengths > 0)
+    starts_with_at[named] = names[name_offsets[:-1][named]] == ord("@")
+    return np.flatnonzero((lengths > 254) | (per_read > 0) | starts_with_at)
 
 
 def _name(names: np.ndarray, name_offsets: np.ndarray, read: int) -> str:

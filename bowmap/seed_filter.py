@@ -21,9 +21,12 @@ class SeedOptions:
     """How reads are seeded and filtered (defaults after bowtie2's --local preset)."""
 
     seed_length: int = 20
-    # Located positions per read, narrowest SA intervals first (bowtie2 extends up to ~15-20
+    # Located positions per read: whole seeds are taken, those with the fewest occurrences
+    # first, while the read's positions are under this budget (bowtie2 extends up to ~15-20
     # seed hits a try; a wider budget finds the true place of reads whose seeds are repetitive).
     positions_per_read: int = 64
+    # Seeds occurring more often than this are skipped, as BWA-MEM's -c 500.
+    max_occurrences: int = 500
     # Windows per read kept for Smith-Waterman, most seed hits first.
     windows_per_read: int = 16
     # Bases added on each side of a read's diagonal: room for indels.
@@ -62,6 +65,19 @@ class Seeds:
     read: np.ndarray  # int64
     reverse: np.ndarray  # bool
     read_offset: np.ndarray  # int64: where the seed starts in its (strand's) read
+
+
+def _pack(codes: np.ndarray) -> np.ndarray:
+    """Rows of at most 32 codes (0..3) -> uint64 keys, first code in the highest bits."""
+    shifts = (2 * np.arange(codes.shape[1] - 1, -1, -1)).astype(np.uint64)
+    return np.bitwise_or.reduce((codes.astype(np.uint64) & np.uint64(3)) << shifts, axis=1)
+
+
+def _kmer_keys(text: np.ndarray, length: int) -> np.ndarray:
+    """Keys of every ``length``-base window of ``text`` (codes 0..3)."""
+    if len(text) < length:
+        return np.zeros(0, dtype=np.uint64)
+    return _pack(np.lib.stride_tricks.sliding_window_view(text, length))
 
 
 def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed_length=None, first=None, only=None) -> Seeds:
@@ -103,6 +119,9 @@ class SeedFilter:
         self.device_blocks = device_blocks
         self.searcher = searcher
         self.options = options
+        if options.seed_length > 32 or options.reseed_length > 32:
+            raise ValueError("seeds are at most 32 bases (packed into 64-bit keys)")
+        self._overlap_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # seed length -> (keys, counts)
 
     def windows(self, codes, reverse_codes, read_offsets) -> Windows:
         """Candidate windows of every read. Reads whose seeds all fail (errors in each) are
@@ -123,34 +142,65 @@ class SeedFilter:
         return windows
 
     def _windows(self, seeds: Seeds, lengths: np.ndarray) -> Windows:
+        """Windows from one round of seeds. Every choice here depends on the text only, never on
+        how it is cut into blocks: a seed's occurrence count is exact (an occurrence inside the
+        overlap of two blocks is found in both and counted once), seeds are taken whole, and
+        located positions are made unique."""
         options = self.options
         # 1. Exact search of every seed in every block.
-        found = []
-        for block_number, device_block in enumerate(self.device_blocks):
-            lo, hi, _ = self.searcher.search(device_block, seeds.codes, seeds.offset, seeds.length)
-            hit = np.flatnonzero(hi > lo)
-            found.append((np.full(len(hit), block_number), hit, lo[hit].astype(np.int64), (hi[hit] - lo[hit]).astype(np.int64)))
-        block, seed, lo, size = (np.concatenate(parts) for parts in zip(*found)) if found else [np.zeros(0, np.int64)] * 4
-        # 2. Narrowest intervals first, up to the budget of located positions per read.
-        order = np.lexsort((seed, block, size, seeds.read[seed]))
-        block, seed, lo, size = block[order], seed[order], lo[order], size[order]
-        read = seeds.read[seed]
-        before = np.cumsum(size) - size
-        read_first = np.searchsorted(read, read, side="left")
-        used_before = before - before[read_first]
-        take = np.clip(options.positions_per_read - used_before, 0, size)
-        # 3. Locate, block by block; diagonals are the text positions of the reads' first bases.
-        positions = np.zeros(int(take.sum()), dtype=np.int64)
-        owners, rows = interval_rows(lo, lo + take)
-        hit_block = block[owners]
-        for block_number, device_block in enumerate(self.device_blocks):
-            mine = np.flatnonzero(hit_block == block_number)
-            if len(mine):
-                located = self.searcher.locate(device_block, rows[mine])
-                positions[mine] = located.astype(np.int64) + device_block.block.start
-        hit_seed = seed[owners]
+        intervals = [self.searcher.search(block, seeds.codes, seeds.offset, seeds.length)[:2] for block in self.device_blocks]
+        occurrences = sum((hi.astype(np.int64) - lo for lo, hi in intervals), np.zeros(len(seeds.read), dtype=np.int64))
+        occurrences -= self._overlap_occurrences(seeds)
+        # 2. Narrowest seeds first (ties: seed order), whole seeds while the read's located
+        # positions are under the budget; seeds more repetitive than max_occurrences are skipped.
+        eligible = np.flatnonzero((occurrences > 0) & (occurrences <= options.max_occurrences))
+        eligible = eligible[np.lexsort((eligible, occurrences[eligible], seeds.read[eligible]))]
+        read = seeds.read[eligible]
+        before = np.cumsum(occurrences[eligible]) - occurrences[eligible]
+        used_before = before - before[np.searchsorted(read, read, side="left")]
+        chosen = eligible[used_before < options.positions_per_read]
+        # 3. Locate every occurrence of the chosen seeds in every block; diagonals are the text
+        # positions of the reads' first bases.
+        seed_parts, position_parts = [], []
+        for (lo, hi), device_block in zip(intervals, self.device_blocks):
+            owners, rows = interval_rows(lo[chosen], hi[chosen])
+            if len(rows):
+                seed_parts.append(chosen[owners])
+                position_parts.append(self.searcher.locate(device_block, rows).astype(np.int64) + device_block.block.start)
+        if seed_parts:
+            pairs = np.unique(np.stack((np.concatenate(seed_parts), np.concatenate(position_parts))), axis=1)
+            hit_seed, positions = pairs[0], pairs[1]
+        else:
+            hit_seed = positions = np.zeros(0, dtype=np.int64)
+        # Hits on the random stand-ins of ambiguous bases, or across contigs, are not evidence.
+        clean = self.index.span_is_clean(positions, seeds.length[hit_seed])
+        hit_seed, positions = hit_seed[clean], positions[clean]
         diagonal = positions - seeds.read_offset[hit_seed]
         return self._merge(seeds.read[hit_seed], seeds.reverse[hit_seed], positions, diagonal, lengths)
+
+    def _overlap_occurrences(self, seeds: Seeds) -> np.ndarray:
+        """For each seed, its occurrences lying wholly inside the overlap of two consecutive
+        blocks: those are found in both blocks. (Where three blocks share bases, an occurrence in
+        all three lies in two overlaps and is subtracted twice: still counted once.)"""
+        if len(self.device_blocks) < 2 or len(seeds.read) == 0:
+            return np.zeros(len(seeds.read), dtype=np.int64)
+        length = int(seeds.length[0])
+        if length not in self._overlap_tables:
+            blocks = [device_block.block for device_block in self.device_blocks]
+            keys = [
+                _kmer_keys(self.index.text(after.start, before.start + before.length - after.start), length)
+                for before, after in zip(blocks, blocks[1:])
+            ]
+            self._overlap_tables[length] = np.unique(np.concatenate(keys), return_counts=True)
+        table_keys, table_counts = self._overlap_tables[length]
+        if len(table_keys) == 0:
+            return np.zeros(len(seeds.read), dtype=np.int64)
+        seed_codes = seeds.codes[seeds.offset[:, None] + np.arange(length)]
+        keys = _pack(seed_codes)
+        found = np.searchsorted(table_keys, keys)
+        found = np.minimum(found, len(table_keys) - 1)
+        hit = (table_keys[found] == keys) & (seed_codes < 4).all(axis=1)
+        return np.where(hit, table_counts[found], 0)
 
     def _merge(self, read, reverse, positions, diagonal, lengths) -> Windows:
         """One window around each hit's diagonal, clipped to the hit's contig, merged where

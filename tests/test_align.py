@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pysam
 import pytest
 
@@ -176,3 +178,50 @@ def test_a_failing_worker_stops_the_run_and_leaves_no_output(indexes, tmp_path, 
     with pytest.raises(RuntimeError):
         main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--chunk-bases", "5000"])
     assert not out.exists() and os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("option", [["--mismatch", "0"], ["--match", "2000"], ["--gap-open", "0", "--gap-extend", "0"]])
+def test_bad_scoring_is_a_usage_error(indexes, tmp_path, capsys, option):
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", indexes[0], READS, "-o", out, *option)
+    assert code == 2 and err.startswith("bowmap: error: ") and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_repeats_map_the_same_whatever_the_index_blocks(tmp_path, capsys):
+    """A repeat split over blocks, or lying in their overlaps, must not change any choice."""
+    rng = np.random.default_rng(17)
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
+    element = rng.integers(0, 4, 400)
+    pieces = []
+    for copy in range(40):
+        pieces.append(rng.integers(0, 4, int(rng.integers(200, 1500))))
+        mutated = element.copy()
+        if copy % 3:
+            flips = rng.random(400) < 0.01
+            mutated[flips] = (mutated[flips] + 1) % 4
+        pieces.append(mutated)
+    genome = np.concatenate(pieces)
+    half = len(genome) // 2
+    reference = tmp_path / "rep.fa"
+    reference.write_text(
+        f">a\n{bases[genome[:half]].tobytes().decode()}\n>b\n{bases[genome[half:]].tobytes().decode()}{'N' * 100}\n"
+    )
+    starts = rng.integers(0, len(genome) - 100, 1500)
+    reads = genome[starts[:, None] + np.arange(100)]
+    errors = rng.random(reads.shape) < 0.02
+    reads[errors] = (reads[errors] + 1) % 4
+    reverse = rng.random(len(reads)) < 0.5
+    reads[reverse] = 3 - reads[reverse][:, ::-1]
+    fastq = tmp_path / "rep.fq"
+    fastq.write_text("".join(f"@r{i}\n{bases[read].tobytes().decode()}\n+\n{'I' * 100}\n" for i, read in enumerate(reads)))
+    outputs = []
+    for name, memory in (("one", "1G"), ("many", "12K")):
+        prefix = tmp_path / name
+        assert main(["-q", "index", str(reference), str(prefix), "--device-mem", memory, "--max-read-length", "150"]) == 0
+        out = tmp_path / f"{name}.sam"
+        code, _, err = run(capsys, "-q", "align", prefix, fastq, "-o", out, "--devices", "cpu")
+        assert code == 0, err
+        outputs.append([line for line in out.read_bytes().splitlines() if not line.startswith(b"@PG")])
+    assert len(json.loads((tmp_path / "many.bmi").read_text())["blocks"]) >= 4
+    assert outputs[0] == outputs[1]

@@ -63,3 +63,32 @@ def test_a_failure_anywhere_stops_every_thread_and_is_raised(where):
     with pytest.raises(ValueError):
         run_threaded(chunks(), [[stage] * 3, [plus_one] * 2], write, queue_size=2)
     assert time.monotonic() - started < 5
+
+
+def test_one_slow_chunk_does_not_let_later_results_pile_up():
+    held = []
+
+    def stage(chunk):
+        if chunk.number == 0:
+            time.sleep(0.3)  # while this one waits, the other workers finish later chunks
+        return chunk
+
+    def write(chunk):
+        held.append(chunk.number)
+
+    started = []
+
+    def chunks():
+        for number in range(200):
+            started.append(number)
+            yield Chunk(number, number)
+
+    def watch(chunk):
+        # When chunk 0 is written, the reader has drawn at most the in-flight bound (queue size
+        # 2 x 2 queues + 4 workers) plus the one chunk it holds while waiting for room.
+        if chunk.number == 0:
+            assert len(started) <= 2 * 2 + 4 + 1
+        write(chunk)
+
+    run_threaded(chunks(), [[stage] * 4], watch, queue_size=2)
+    assert held == list(range(200))

@@ -274,6 +274,9 @@ ERROR_CASES = [
     ("bad\n" + "A" * 500 + "\n", False, r":37: expected a FASTQ header line starting with '@', found 'bad'"),
     ("@\n" + "A" * 500 + "\n", False, r":37: read with no name after '@' \(after record r8\)"),
     ("@bad\n" + "A" * 500, False, r":38: read longer than.*length 20 .*\(record bad\)"),
+    ("@@bad\nACGT\n+\nIIII\n", True, r":37: read name not usable in SAM .*\(record @bad\)"),
+    ("@" + "n" * 255 + "\nACGT\n+\nIIII\n", True, r":37: read name not usable in SAM"),
+    ("@b\x01ad\nACGT\n+\nIIII\n", True, r":37: read name not usable in SAM"),
 ]
 
 
@@ -304,6 +307,7 @@ def test_fastq_errors_name_the_exact_line(tmp_path, tail, follows, message, zipp
         (b">a\nACGT\n>b\nAC\nG*T\n", r"reads\.fa:5: invalid character '\*' in the sequence \(record b\)"),
         (b">a\r\nAC\r\n\r\n>b\r\nACGT\r\nAC;T\r\n", r"reads\.fa:6: invalid character ';' in the sequence \(record b\)"),
         (b">a\nACGT\n>\nAC\n", r"reads\.fa:3: read with no name after '>' \(after record a\)"),
+        (b">a\nACGT\n>@b\nAC\n", r"reads\.fa:3: read name not usable in SAM .*\(record @b\)"),
         (b">a\nACGT\n>b\n" + b"ACGTA\n" * 5, r"reads\.fa:3: read longer than the index's maximum "
          r"read length 20 \(rebuild the index with a larger --max-read-length\) \(record b\)"),
         (b">a\nACGT\n>b\n" + b"ACGTA\n" * 5 + b">c\nA\n", r"reads\.fa:3: read longer than.*\(record b\)"),
@@ -370,3 +374,10 @@ def test_empty_last_read_without_final_newline(tmp_path, block_bytes):
     path.write_bytes(b"@a\nAC\n+\nII\n@b\n\n+")
     got, _ = collect(path, block_bytes=block_bytes)
     assert got == [("a", [0, 1], [2, 3], "II"), ("b", [], [], "")]
+
+
+def test_longest_sam_name_and_inner_at_are_accepted(tmp_path):
+    path = tmp_path / "reads.fq"
+    path.write_bytes(b"@" + b"n" * 254 + b"\nACGT\n+\nIIII\n@a@b\nAC\n+\nII\n")
+    (chunk,) = list(read_chunks(str(path)))
+    assert [chunk.name(0), chunk.name(1)] == ["n" * 254, "a@b"]

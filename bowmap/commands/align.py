@@ -48,9 +48,15 @@ def run(args) -> int:
     for name in ("queues_per_device", "match", "seed_length", "positions_per_read", "windows_per_read", "chunk_bases"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("mismatch", "gap_open", "gap_extend"):
+    if args.mismatch < 1:
+        raise UsageError("--mismatch must be at least 1 (MAPQ weighs mismatches against matches)")
+    for name in ("gap_open", "gap_extend"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must not be negative")
+    try:
+        scoring = Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend, end_to_end=args.end_to_end)
+    except ValueError as error:
+        raise UsageError(f"scoring options: {error}") from None
     if args.rg and not args.rg_id:
         raise UsageError("--rg needs --rg-id")
     options = AlignOptions(
@@ -61,7 +67,7 @@ def run(args) -> int:
         queues_per_device=args.queues_per_device,
         end_to_end=args.end_to_end,
         seed=SeedOptions(seed_length=args.seed_length, positions_per_read=args.positions_per_read, windows_per_read=args.windows_per_read),
-        scoring=Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend, end_to_end=args.end_to_end),
+        scoring=scoring,
         min_score=args.min_score,
         write_unaligned=not args.no_unal,
         read_group=(args.rg_id, list(args.rg)) if args.rg_id else None,
