@@ -548,6 +548,13 @@ def pipelined_scores(codes, starts, lengths, options: TableOptions, device, kern
     :meth:`MotifComparer.fastest_kernel` on the first batch. ``timings``, when given, receives
     "build" (host seconds spent building), "total" (seconds until the scores are back) and
     "kernel" (the kernel used)."""
+    # Scores are uint32 on the device: S_delta(i, j) <= C(k, delta) x (windows of the shorter region).
+    windows = max(int(np.max(lengths, initial=0)) - options.k + 1, 0)
+    if max(math.comb(options.k, delta) for delta in range(options.distance + 1)) * windows >= 1 << 32:
+        raise BowmapError(
+            f"regions of {int(np.max(lengths))} bases with k={options.k}, d={options.distance} could overflow "
+            "the 32-bit scores: use shorter regions or a smaller d"
+        )
     import time
 
     started = time.perf_counter()

@@ -171,8 +171,10 @@ class PrimerSearch:
         alpha_codes, beta_codes = _as_codes(alpha), _as_codes(beta)
         if len(alpha_codes) == 0 or len(beta_codes) == 0:
             raise ValueError("alpha and beta must not be empty")
-        if len(alpha_codes) + options.k >= 1 << 30 or len(beta_codes) + options.k >= 1 << 30:
-            raise UsageError("sequences and k must stay below 2^30")
+        # k beyond |alpha| + 1 gives the same answers (see below): clamp before the size check.
+        k = min(options.k, len(alpha_codes) + 1)
+        if len(alpha_codes) + k >= 1 << 30 or len(beta_codes) + k >= 1 << 30:
+            raise UsageError("sequences must stay below 2^30 symbols")
         self.kernel_events = []
         m, n = len(alpha_codes), len(beta_codes)
         self.start_comparisons = np.zeros(m, dtype=np.uint64)

@@ -271,8 +271,10 @@ __kernel void bucket_slices(__global const key_t *keys, __global const uint *cou
     const uint within = lane % SLICE;
     const uint row = pair_rows[get_group_id(0) + pair_offset];
     const uint column = pair_columns[get_group_id(0) + pair_offset];
-    if (lane < LEVELS)
-        sums[lane] = 0;
+    /* One work-item for all classes: there may be more classes than work-items. */
+    if (lane == 0)
+        for (uint level = 0; level < LEVELS; ++level)
+            sums[level] = 0;
     barrier(CLK_LOCAL_MEM_FENCE);
     const uint segments = (config_end - config_first) * buckets;
     /* Work-items past the last whole slice (none when SLICE divides the work-group) idle. */
@@ -307,6 +309,8 @@ __kernel void bucket_slices(__global const key_t *keys, __global const uint *cou
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lane < LEVELS && sums[lane])
-        scores[(ulong)lane * pair_count + pair_index(row, column, regions) - pair_base] += sums[lane];
+    if (lane == 0)
+        for (uint level = 0; level < LEVELS; ++level)
+            if (sums[level])
+                scores[(ulong)level * pair_count + pair_index(row, column, regions) - pair_base] += sums[level];
 }

@@ -118,6 +118,7 @@ def test_truncated_index_file(lambda_index, capsys):
         (["index", "x.fa"], "the following arguments are required"),
         (["index", "x.fa", "p", "--device-mem", "lots"], "not a memory size"),
         (["index", "x.fa", "p", "--device-mem", "0"], "must be positive"),
+        (["index", "x.fa", "p", "--device-mem", "inf"], "must be positive and finite"),
         (["index", "x.fa", "p", "--sa-sample", "0"], "--sa-sample"),
         (["devices", "--devices", "7"], "there is no device 7"),
         (["devices", "--devices", "fast"], "expected gpu, cpu, all"),
@@ -147,3 +148,25 @@ def test_console_script_reports_errors_without_traceback(tmp_path):
     )
     assert result.returncode == 1
     assert_one_line_error(result.stderr, "missing.fa", "no such file")
+
+
+def test_kernel_module_outputs_that_cannot_be_written(tmp_path, capsys):
+    fasta = write(tmp_path, "two.fa", ">a\nACGTACGTAC\n>b\nACGTTCGTAC\n")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for argv in (["-q", "motifs", fasta, "-k", "3", "-o", folder], ["-q", "motifs", fasta, "-k", "3", "--dense", folder]):
+        code, _, err = run(capsys, *argv)
+        assert code == 1
+        assert_one_line_error(err, str(folder), "cannot write")
+    assert os.listdir(folder) == [] and sorted(os.listdir(tmp_path)) == ["folder", "two.fa"]
+
+
+def test_primers_with_k_beyond_the_sequences(tmp_path, capsys):
+    alpha = write(tmp_path, "a.fa", ">a\nACGTACGT\n")
+    beta = write(tmp_path, "b.fa", ">b\nTTTTTTTT\n")
+    outputs = []
+    for parallelism in ("coarse", "sequential"):
+        code, out, err = run(capsys, "-q", "primers", alpha, beta, "-k", str(1 << 30), "--parallelism", parallelism)
+        assert code == 0, err
+        outputs.append(out)
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 1  # the header: no start has a solution

@@ -187,26 +187,33 @@ def run(args) -> int:
     )
 
     started = time.perf_counter()
-    if args.dense:
-        handle, temporary = _temporary_beside(args.dense, ".npy")
-        try:
+    # Both files are written under temporary names first and renamed only when both are
+    # complete, so a failure leaves neither looking finished.
+    finished = []
+    try:
+        if args.dense:
+            handle, temporary = _temporary_beside(args.dense, ".npy")
+            finished.append((temporary, args.dense))
             with handle:
                 np.save(handle, dense_matrix(edge_weights(scores, weights), len(names)))
-            os.replace(temporary, args.dense)
-        except BaseException:
-            os.unlink(temporary)
-            raise
-    if args.output == "-":
-        edges = write_edges(sys.stdout.buffer, names, scores, weights, args.min_weight)
-        sys.stdout.flush()
-    else:
-        handle, temporary = _temporary_beside(args.output, ".tsv")
-        try:
+        if args.output == "-":
+            edges = write_edges(sys.stdout.buffer, names, scores, weights, args.min_weight)
+            sys.stdout.flush()
+        else:
+            handle, temporary = _temporary_beside(args.output, ".tsv")
+            finished.append((temporary, args.output))
             with handle:
                 edges = write_edges(handle, names, scores, weights, args.min_weight)
-            os.replace(temporary, args.output)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        for temporary, path in finished:
+            try:
+                os.replace(temporary, path)
+            except OSError as error:
+                raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
+    except OSError as error:
+        raise BowmapError(f"{finished[-1][1] if finished else args.output}: cannot write ({error.strerror})") from None
+    finally:
+        for temporary, _ in finished:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
     log.info("wrote %d edges of weight above %g in %.2f s", edges, args.min_weight, time.perf_counter() - started)
     return 0
