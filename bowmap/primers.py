@@ -251,6 +251,17 @@ class PrimerSearch:
             first += count
         return lengths
 
+    def _record_batch(self, lengths: np.ndarray, m: int, first: int, count: int) -> bool:
+        """Read back starts first..first+count-1 into ``lengths`` and the comparison counts; True
+        when one of them has no solution (its suffix occurs): later starts have none either."""
+        reach, _, counts = self._read_starts(count)
+        stopped = np.flatnonzero(reach >= m - first - np.arange(count))
+        solved = count if len(stopped) == 0 else int(stopped[0])
+        lengths[first : first + solved] = reach[:solved] + 1
+        taken = solved + (1 if len(stopped) else 0)
+        self.start_comparisons[first : first + taken] = counts[:taken]
+        return len(stopped) > 0
+
     def _find_fine(self, m: int, n: int, end: int, options: PrimerOptions) -> np.ndarray:
         k = options.k
         kernel, group = self._build(FINE_SOURCE, "lv_fine", {})
@@ -266,14 +277,8 @@ class PrimerSearch:
                 self.queue, (count * group,), (group,), self._alpha.buffer, np.int32(m), self._beta.buffer, np.int32(n),
                 np.int32(first), np.int32(k), np.int32(k), self._columns.at_least(count * column_bytes), *outputs,
             ))
-            reach, _, counts = self._read_starts(count)
-            stopped = np.flatnonzero(reach >= m - first - np.arange(count))
-            solved = count if len(stopped) == 0 else int(stopped[0])
-            lengths[first : first + solved] = reach[:solved] + 1
             # The fine kernel stops each start at its first occurrence level itself.
-            taken = solved + (1 if len(stopped) else 0)
-            self.start_comparisons[first : first + taken] = counts[:taken]
-            if len(stopped):
+            if self._record_batch(lengths, m, first, count):
                 break
             first += count
         return lengths
@@ -309,13 +314,7 @@ class PrimerSearch:
             else:
                 event = kernel(self.queue, (_round_up(count, group),), (group,), *common, np.int32(count), scratch_buffer, *outputs)
             self.kernel_events.append(event)
-            reach, _, counts = self._read_starts(count)
-            stopped = np.flatnonzero(reach >= m - first - np.arange(count))
-            solved = count if len(stopped) == 0 else int(stopped[0])
-            lengths[first : first + solved] = reach[:solved] + 1
-            taken = solved + (1 if len(stopped) else 0)
-            self.start_comparisons[first : first + taken] = counts[:taken]
-            if len(stopped):
+            if self._record_batch(lengths, m, first, count):
                 break
             first += count
         return lengths
