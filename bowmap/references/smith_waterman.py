@@ -39,6 +39,21 @@ def first_column(scoring, i: int) -> int:
 
 # ---------------------------------------------------------------- the definition, cell by cell
 
+def _cigar_runs(backwards: list[int], local: bool, clipped_before: int, clipped_after: int) -> list[tuple[int, int]]:
+    """(length, op) runs of a traceback's operations, collected end to start; local alignments
+    get soft clips for the read bases left out on either side."""
+    operations = backwards[::-1]
+    if local:
+        operations = [OP_S] * clipped_before + operations + [OP_S] * clipped_after
+    cigar: list[list[int]] = []
+    for op in operations:
+        if cigar and cigar[-1][1] == op:
+            cigar[-1][0] += 1
+        else:
+            cigar.append([1, op])
+    return [tuple(run) for run in cigar]
+
+
 def align_naive(scoring, read, window):
     """(score, read_start, read_end, window_start, window_end, cigar as [(length, op)])."""
     read = [int(code) for code in read]
@@ -100,16 +115,7 @@ def align_naive(scoring, read, window):
             if not F[i - 1][j] - extend > H[i - 1][j] - open_extend:
                 state = "H"
             i -= 1
-    operations.reverse()
-    if local:
-        operations = [OP_S] * i + operations + [OP_S] * (m - end_i)
-    cigar = []
-    for op in operations:
-        if cigar and cigar[-1][1] == op:
-            cigar[-1][0] += 1
-        else:
-            cigar.append([1, op])
-    return score, i, end_i, j, end_j, [tuple(run) for run in cigar]
+    return score, i, end_i, j, end_j, _cigar_runs(operations, local, i, m - end_i)
 
 
 # ---------------------------------------------------------------- NumPy, many pairs at once
@@ -226,16 +232,7 @@ def _trace(scoring, bits: np.ndarray, m: int, end_i: int, end_j: int):
             operations.append(OP_I)
             state = SOURCE_INSERTION if cell & F_EXTENDS else SOURCE_DIAGONAL
             i -= 1
-    operations.reverse()
-    if local:
-        operations = [OP_S] * i + operations + [OP_S] * (m - end_i)
-    cigar = []
-    for op in operations:
-        if cigar and cigar[-1][1] == op:
-            cigar[-1][0] += 1
-        else:
-            cigar.append([1, op])
-    return [tuple(run) for run in cigar], i, j
+    return _cigar_runs(operations, local, i, m - end_i), i, j
 
 
 def _batches(m, n):
