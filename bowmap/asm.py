@@ -241,20 +241,18 @@ def approximate_match(device: DeviceContext, patterns: list[bytes], text: bytes,
     """ASM of every pattern against ``text`` on ``device``: distance, end and (with ``starts``)
     start of the reported best match of each, 0-based half-open, by the reference's rule.
 
-    ``all_distances`` also returns the best distance of a match ending at each text position;
-    patterns then run in slices so that table stays under DISTANCE_TABLE_BYTES a launch."""
+    ``all_distances`` also returns the best distance of a match ending at each text position
+    (patterns x text length in memory: for large inputs, :func:`distance_slices` yields them a
+    slice of patterns at a time)."""
     matcher = matcher if matcher is not None else ApproximateMatcher(device)
     encoded = encode(patterns, text)
     count = len(patterns)
-    slice_size = max(1, DISTANCE_TABLE_BYTES // (4 * max(1, len(text)))) if all_distances else max(1, count)
     distance = np.zeros(count, dtype=np.int64)
     end = np.zeros(count, dtype=np.int64)
     tables = []
-    for first in range(0, count, slice_size):
-        part = Encoded(encoded.text, encoded.patterns[first : first + slice_size], encoded.symbols)
-        part_distance, part_end, table = matcher.ends(part, method, pieces, all_distances)
-        distance[first : first + slice_size] = part_distance
-        end[first : first + slice_size] = part_end
+    for first, part_distance, part_end, table in _slices(matcher, encoded, method, pieces, all_distances):
+        distance[first : first + len(part_distance)] = part_distance
+        end[first : first + len(part_end)] = part_end
         if table is not None:
             tables.append(table)
     start = np.full(count, -1, dtype=np.int64)
@@ -262,3 +260,22 @@ def approximate_match(device: DeviceContext, patterns: list[bytes], text: bytes,
         for index in range(count):
             start[index] = match_start(encoded.patterns[index], encoded.text, int(end[index]), int(distance[index]))
     return Matches(distance, start, end, np.concatenate(tables) if all_distances else None)
+
+
+def distance_slices(device: DeviceContext, patterns: list[bytes], text: bytes, method: str = "dp",
+                    pieces: int | None = None, matcher: ApproximateMatcher | None = None):
+    """(first pattern, int32[slice][len(text)] best distance of a match ending at each position)
+    for consecutive slices of the patterns, each table under DISTANCE_TABLE_BYTES where one
+    pattern's row allows: memory stays bounded whatever the number of patterns."""
+    matcher = matcher if matcher is not None else ApproximateMatcher(device)
+    for first, _, _, table in _slices(matcher, encode(patterns, text), method, pieces, True):
+        yield first, table
+
+
+def _slices(matcher: ApproximateMatcher, encoded: Encoded, method: str, pieces: int | None, all_distances: bool):
+    count = len(encoded.patterns)
+    slice_size = max(1, DISTANCE_TABLE_BYTES // (4 * max(1, len(encoded.text)))) if all_distances else max(1, count)
+    for first in range(0, count, slice_size):
+        part = Encoded(encoded.text, encoded.patterns[first : first + slice_size], encoded.symbols)
+        part_distance, part_end, table = matcher.ends(part, method, pieces, all_distances)
+        yield first, part_distance, part_end, table

@@ -151,7 +151,7 @@ def run_cli(capsys, *argv):
     return code, captured.out, captured.err
 
 
-def test_cli_best_and_all(tmp_path, capsys):
+def test_cli_best_and_all(tmp_path, capsys, monkeypatch):
     patterns = write_fasta(tmp_path / "x.fa", [("paper", "ababa"), ("run", "bbb")])
     texts = write_fasta(tmp_path / "y.fa", [("y", "aaabbbaa"), ("z", "bab")])
     devices = ["--devices", "cpu"]  # the kernels are tested on every device above; this is the CLI
@@ -166,16 +166,18 @@ def test_cli_best_and_all(tmp_path, capsys):
             "run\tz\t1\t1\t3",
         ]
     output = tmp_path / "hits.tsv"
-    code, _, err = run_cli(capsys, "-q", "asm", patterns, texts, "--all", "--max-dist", "1", "-o", output, *devices)
-    assert code == 0, err
-    assert output.read_text().splitlines() == [
-        "#pattern\ttext\tend\tdistance\t(end 1-based, inclusive)",
-        "paper\ty\t7\t1",
-        "run\ty\t5\t1",
-        "run\ty\t6\t0",
-        "run\ty\t7\t1",
-        "run\tz\t3\t1",
-    ]
+    for table_bytes in (1 << 28, 1):  # one slice of patterns, or one pattern a slice
+        monkeypatch.setattr("bowmap.asm.DISTANCE_TABLE_BYTES", table_bytes)
+        code, _, err = run_cli(capsys, "-q", "asm", patterns, texts, "--all", "--max-dist", "1", "-o", output, *devices)
+        assert code == 0, err
+        assert output.read_text().splitlines() == [
+            "#pattern\ttext\tend\tdistance\t(end 1-based, inclusive)",
+            "paper\ty\t7\t1",
+            "run\ty\t5\t1",
+            "run\ty\t6\t0",
+            "run\ty\t7\t1",
+            "run\tz\t3\t1",
+        ]
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".asm-")] == []
 
 

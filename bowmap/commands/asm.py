@@ -90,7 +90,7 @@ def _write(path: str | None, chunks) -> None:
 
 def run(args) -> int:
     _check_options(args)
-    from bowmap.asm import ApproximateMatcher, approximate_match
+    from bowmap.asm import ApproximateMatcher, approximate_match, distance_slices
     from bowmap.devices import open_devices
     from bowmap.fasta import read_fasta
 
@@ -105,27 +105,26 @@ def run(args) -> int:
         for text in texts:
             started = time.perf_counter()
             try:
-                matches = approximate_match(
-                    device, sequences, text.sequence, args.method, args.pieces,
-                    starts=not args.all, all_distances=args.all, matcher=matcher,
-                )
+                if args.all:
+                    # A slice of patterns at a time: every end's distance is patterns x text long.
+                    for first, table in distance_slices(device, sequences, text.sequence, args.method, args.pieces, matcher):
+                        for index, row in enumerate(table, start=first):
+                            ends = (row <= args.max_dist).nonzero()[0]
+                            yield _hit_lines(f"{patterns[index].name}\t{text.name}\t", ends + 1, row[ends])
+                else:
+                    matches = approximate_match(device, sequences, text.sequence, args.method, args.pieces, matcher=matcher)
+                    for index, pattern in enumerate(patterns):
+                        # 0-based half-open [start, end) is 1-based inclusive start + 1 .. end.
+                        yield (
+                            f"{pattern.name}\t{text.name}\t{matches.distance[index]}\t"
+                            f"{matches.start[index] + 1}\t{matches.end[index]}\n"
+                        )
             except ValueError as error:
                 raise BowmapError(f"{args.texts}:{text.line}: record {text.name!r}: {error}") from None
             log.info(
                 "asm: %d pattern(s) against %s (%d symbols), %s [%.2f s]",
                 len(patterns), text.name, len(text.sequence), args.method, time.perf_counter() - started,
             )
-            for index, pattern in enumerate(patterns):
-                if args.all:
-                    row = matches.distances[index]
-                    ends = (row <= args.max_dist).nonzero()[0]
-                    yield _hit_lines(f"{pattern.name}\t{text.name}\t", ends + 1, row[ends])
-                else:
-                    # 0-based half-open [start, end) is 1-based inclusive start + 1 .. end.
-                    yield (
-                        f"{pattern.name}\t{text.name}\t{matches.distance[index]}\t"
-                        f"{matches.start[index] + 1}\t{matches.end[index]}\n"
-                    )
 
     _write(args.output, chunks())
     return 0
