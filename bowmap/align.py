@@ -65,17 +65,33 @@ def _mix(values: np.ndarray) -> np.ndarray:
         return values ^ (values >> np.uint64(31))
 
 
-def tie_breakers(codes: np.ndarray, offsets: np.ndarray, read: np.ndarray, start: np.ndarray) -> np.ndarray:
+def tie_breakers(codes: np.ndarray, offsets: np.ndarray, read: np.ndarray, start: np.ndarray, score: np.ndarray) -> np.ndarray:
     """A pseudo-random but reproducible order for a read's equally good windows, drawn from the
     read's bases and the window's position: repeats are spread over their copies (as bwa and
     bowtie2 do with their random choice) while the output stays the same for the same input,
-    whatever the chunking or the threads."""
-    positions = np.arange(len(codes), dtype=np.uint64) - np.repeat(offsets[:-1], np.diff(offsets)).astype(np.uint64)
+    whatever the chunking or the threads. Windows sorted by read; only windows sharing their
+    read's best score with another window get a non-zero key (hashing is not free)."""
+    breakers = np.zeros(len(read), dtype=np.uint64)
+    if len(read) == 0:
+        return breakers
+    first = np.flatnonzero(np.r_[True, read[1:] != read[:-1]])
+    top = np.repeat(np.maximum.reduceat(score, first), np.diff(np.r_[first, len(read)]))
+    at_top = score == top
+    tops_per_read = np.bincount(read[at_top], minlength=int(read[-1]) + 1)
+    tied = at_top & (tops_per_read[read] > 1)
+    if not tied.any():
+        return breakers
+    reads = np.unique(read[tied])
+    lengths = offsets[reads + 1] - offsets[reads]
+    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    bases = codes[np.repeat(offsets[reads], lengths) + within]
     with np.errstate(over="ignore"):
-        terms = _mix(positions * np.uint64(4) + codes.astype(np.uint64) + np.uint64(1))
+        terms = _mix(within.astype(np.uint64) * np.uint64(4) + bases.astype(np.uint64) + np.uint64(1))
         running = np.concatenate(([np.uint64(0)], np.cumsum(terms, dtype=np.uint64)))
-        read_hash = running[offsets[1:]] - running[offsets[:-1]]  # wraps modulo 2^64, as meant
-    return _mix(read_hash[read] ^ start.astype(np.uint64))
+        ends = np.cumsum(lengths)
+        read_hash = running[ends] - running[ends - lengths]  # wraps modulo 2^64, as meant
+    breakers[tied] = _mix(read_hash[np.searchsorted(reads, read[tied])] ^ start[tied].astype(np.uint64))
+    return breakers
 
 
 def best_two(read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -148,7 +164,7 @@ def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, option
     pair_windows = np.arange(len(windows))
     inputs = (read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths)
     score, _, _ = smith_waterman.best(*inputs, pair_reads, pair_windows)
-    tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start)
+    tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start, score)
     best, best_score, second_score = best_two(windows.read, score, count, tie_breaker)
     mapped = (best >= 0) & (best_score > 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
     chosen = best[mapped]

@@ -168,8 +168,10 @@ class SeedFilter:
                 seed_parts.append(chosen[owners])
                 position_parts.append(self.searcher.locate(device_block, rows).astype(np.int64) + device_block.block.start)
         if seed_parts:
-            pairs = np.unique(np.stack((np.concatenate(seed_parts), np.concatenate(position_parts))), axis=1)
-            hit_seed, positions = pairs[0], pairs[1]
+            # One int64 key per (seed, position): far faster to make unique than rows of pairs.
+            span = self.index.total_length + 1
+            keys = np.unique(np.concatenate(seed_parts) * span + np.concatenate(position_parts))
+            hit_seed, positions = np.divmod(keys, span)
         else:
             hit_seed = positions = np.zeros(0, dtype=np.int64)
         # Hits on the random stand-ins of ambiguous bases, or across contigs, are not evidence.
