@@ -26,6 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from bowmap.references.asm import (
+    edit_distance,  # the textbook Levenshtein DP, shared by both brute forces
+)
+
 # Below any reachable row, and safe to add 1 to: marks a diagonal not yet valid at a level.
 UNREACHED = -(1 << 30)
 
@@ -44,15 +48,6 @@ def _check_k(k: int) -> None:
 
 # ---------------------------------------------------------------- brute force
 
-def edit_distance(x: bytes, y: bytes) -> int:
-    """Levenshtein distance of two strings (unit costs), by the textbook DP."""
-    previous = list(range(len(y) + 1))
-    for i in range(1, len(x) + 1):
-        current = [i] + [0] * len(y)
-        for j in range(1, len(y) + 1):
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] != y[j - 1]))
-        previous = current
-    return previous[-1]
 
 
 def brute_force(alpha, beta, k: int) -> tuple[np.ndarray, int]:
