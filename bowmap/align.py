@@ -10,6 +10,7 @@ Per chunk (plain functions, so the serial runner and the threads share them):
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -30,6 +31,7 @@ class AlignOptions:
     output: str | None = None  # None or "-": stdout; *.bam: BAM
     devices: str | None = None
     queues_per_device: int = 2
+    processes: int | None = None  # worker processes; None: see default_processes
     end_to_end: bool = False
     seed: SeedOptions = field(default_factory=SeedOptions)
     scoring: object = None  # bowmap.smith_waterman.Scoring; None: its defaults
@@ -148,6 +150,45 @@ class DeviceWorker:
         return text, chunk.count, int(alignments.mapped.sum())
 
 
+class ProcessWorker:
+    """Starts one worker process's aligner (picklable: it travels to the spawned process).
+
+    Process ``rank`` maps with device ``device_indices[rank % len(device_indices)]``, its own
+    context, copy of the index blocks on the device and one queue pair; the index files are
+    mapped, not read, so the processes share their pages (the parent checked them already)."""
+
+    def __init__(self, options: AlignOptions, scoring, device_indices: list[int]):
+        self.options = options
+        self.scoring = scoring
+        self.device_indices = device_indices
+
+    def __call__(self, rank: int):
+        from bowmap.devices import context_for
+        from bowmap.fm_search import DeviceBlock
+        from bowmap.index import load_index
+        from bowmap.sam_output import ReferenceText
+
+        index = load_index(self.options.index, verify=False)
+        device = context_for(self.device_indices[rank % len(self.device_indices)])
+        blocks = [DeviceBlock(device, block) for block in index.blocks]
+        worker = DeviceWorker(index, ReferenceText.from_index(index), device, blocks, self.options, self.scoring)
+        return lambda chunk: worker.extend(worker.seed(chunk))
+
+
+def default_processes(device_infos) -> int:
+    """Worker processes when ``--processes`` is not given: with GPUs, one per CPU core this
+    process may use but one (kept for reading and writing), since the host's share of the work
+    (seeds, windows, SAM text) is what limits a GPU run; with CPU devices one, since their
+    kernels use every core already."""
+    if not all(info.is_gpu for info in device_infos):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, cores - 1)
+
+
 def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions):
     """Smith-Waterman over every candidate window, then the traceback of each read's best."""
     from bowmap.sam_output import NO_SCORE, ChunkAlignments
@@ -199,10 +240,10 @@ def run_align(options: AlignOptions) -> dict:
     """Map every read of ``options.reads``; return the run's summary figures."""
     from tqdm import tqdm
 
-    from bowmap.devices import open_devices
+    from bowmap.devices import context_for, list_devices, parse_device_spec
     from bowmap.fm_search import DeviceBlock
     from bowmap.index import load_index
-    from bowmap.pipeline import run_serial, run_threaded
+    from bowmap.pipeline import run_processes, run_serial, run_threaded
     from bowmap.reader import read_chunks
     from bowmap.sam_output import ReferenceText, SamWriter, sam_header
     from bowmap.smith_waterman import Scoring
@@ -216,23 +257,30 @@ def run_align(options: AlignOptions) -> dict:
     bar = tqdm(desc="mapped", unit=" reads", unit_scale=True, disable=not options.progress, leave=False)
     success = False
     try:
-        devices = open_devices(options.devices)
+        device_infos = parse_device_spec(options.devices, list_devices())
         if options.serial:
-            devices = devices[:1]
-        reference_text = ReferenceText.from_index(index)
+            device_infos = device_infos[:1]
         needed = sum(block.occ.nbytes + block.marks.nbytes + block.samples.nbytes for block in index.blocks)
-        workers = []
-        for device in devices:
-            if needed > device.info.global_memory:
+        for info in device_infos:
+            if needed > info.global_memory:
                 raise BowmapError(
                     f"{options.index}: its {len(index.blocks)} blocks need {needed} bytes together but "
-                    f"{device.info.name} has {device.info.global_memory}; mapping block by block is not "
+                    f"{info.name} has {info.global_memory}; mapping block by block is not "
                     "implemented yet: rebuild the index with a larger --device-mem"
                 )
-            device_blocks = [DeviceBlock(device, block) for block in index.blocks]
-            queues = 1 if options.serial else options.queues_per_device
-            workers += [DeviceWorker(index, reference_text, device, device_blocks, options, scoring) for _ in range(queues)]
-        log.info("devices: %s; %d worker queue pair(s) [%.2f s]", ", ".join(d.info.name for d in devices), len(workers), time.perf_counter() - started)
+        processes = 1 if options.serial else options.processes or default_processes(device_infos)
+        workers = []
+        if processes == 1:
+            reference_text = ReferenceText.from_index(index)
+            for info in device_infos:
+                device = context_for(info.index)
+                device_blocks = [DeviceBlock(device, block) for block in index.blocks]
+                queues = 1 if options.serial else options.queues_per_device
+                workers += [DeviceWorker(index, reference_text, device, device_blocks, options, scoring) for _ in range(queues)]
+            layout = f"{len(workers)} worker queue pair(s)"
+        else:
+            layout = f"{processes} worker processes"
+        log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
         totals = {"reads": 0, "mapped": 0}
         mapping_started = time.perf_counter()
 
@@ -247,6 +295,8 @@ def run_align(options: AlignOptions) -> dict:
         if options.serial:
             worker = workers[0]
             run_serial(chunks, [worker.seed, worker.extend], write)
+        elif processes > 1:
+            run_processes(chunks, ProcessWorker(options, scoring, [info.index for info in device_infos]), write, processes)
         else:
             run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
         success = True
@@ -260,7 +310,7 @@ def run_align(options: AlignOptions) -> dict:
         "mapped": totals["mapped"],
         "seconds": elapsed,
         "mapping_seconds": time.perf_counter() - mapping_started,
-        "devices": [device.info.name for device in devices],
+        "devices": [info.name for info in device_infos],
     }
     log.info(
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",

@@ -248,7 +248,7 @@ class DeviceContext:
 
 
 @functools.lru_cache(maxsize=None)
-def _context_for(index: int) -> DeviceContext:
+def context_for(index: int) -> DeviceContext:
     platform, device = _all_devices()[index]
     return DeviceContext(_describe(index, platform, device), device)
 
@@ -258,7 +258,7 @@ def open_devices(spec: str | None = None) -> list[DeviceContext]:
 
     Contexts are made once per device per process and shared by every caller.
     """
-    return [_context_for(info.index) for info in parse_device_spec(spec, list_devices())]
+    return [context_for(info.index) for info in parse_device_spec(spec, list_devices())]
 
 
 class ReusedBuffer:

@@ -115,16 +115,30 @@ class FMIndex:
 
 
 def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: bool) -> np.ndarray:
+    """One index file as a read-only array. With ``verify`` the file is read whole and its SHA-256
+    checked; without, it is mapped (processes mapping one index share its pages)."""
     path = os.path.join(os.path.dirname(os.path.abspath(prefix)), entry["name"])
-    data = read_bytes(path, missing="index file missing (rebuild the index with `bowmap index`)")
-    if len(data) != entry["bytes"]:
-        raise BowmapError(f"{path}: index file truncated or damaged ({len(data)} bytes, expected {entry['bytes']})")
+    if verify:
+        data = read_bytes(path, missing="index file missing (rebuild the index with `bowmap index`)")
+        size = len(data)
+    else:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            read_bytes(path, missing="index file missing (rebuild the index with `bowmap index`)")  # its error
+            raise
+    if size != entry["bytes"]:
+        raise BowmapError(f"{path}: index file truncated or damaged ({size} bytes, expected {entry['bytes']})")
     if verify and hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise BowmapError(f"{path}: index file corrupted (SHA-256 does not match the manifest)")
     expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    if expected != len(data):
-        raise BowmapError(f"{path}: index file has {len(data)} bytes where the manifest's layout needs {expected}")
-    return np.frombuffer(data, dtype=dtype).reshape(shape)  # read-only: an index is never changed
+    if expected != size:
+        raise BowmapError(f"{path}: index file has {size} bytes where the manifest's layout needs {expected}")
+    if verify:
+        return np.frombuffer(data, dtype=dtype).reshape(shape)  # read-only: an index is never changed
+    if size == 0:
+        return np.empty(shape, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
 
 
 def read_manifest(prefix: str) -> dict:

@@ -137,3 +137,107 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
             thread.join(1.0)
     if run.error is not None:
         raise run.error
+
+
+# ------------------------------------------------------------------------------------ processes
+
+
+def _worker_process(start_worker: Callable, rank: int, inbox, outbox) -> None:
+    """A worker process's body: ``start_worker(rank)`` makes the callable that turns a chunk into
+    its result; chunks come from ``inbox`` until the end marker, results go to ``outbox``."""
+    import signal
+    import traceback
+
+    from bowmap.errors import BowmapError
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and ends its workers
+    number = -1
+    try:
+        work = start_worker(rank)
+        while (item := inbox.get()) is not None:
+            number, chunk = item
+            outbox.put(("result", number, work(chunk)))
+        outbox.put(("done", rank, None))
+    # Failures travel as (message, is a user error): a user error's one line, or a traceback.
+    except BowmapError as error:
+        outbox.put(("failed", number, (str(error), True)))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
+        outbox.put(("failed", number, (f"worker process {rank}:\n{traceback.format_exc()}", False)))
+
+
+def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2) -> None:
+    """Run ``chunks`` through ``processes`` worker processes and hand the results to ``write`` in
+    input order (chunks numbered 0, 1, 2, ... by their ``number`` attribute).
+
+    ``start_worker(rank)`` runs in each new process (so it must be picklable, as must chunks and
+    results) and returns the callable that turns a chunk into its result. Processes are spawned,
+    never forked: a forked child of a process holding an OpenCL context is not safe. This
+    process reads (a thread) and writes (the caller's thread); at most ``processes * (queue_size
+    + 2)`` chunks are in flight, so memory stays flat. The first failure stops every process; a
+    worker's user error is raised again here as :class:`bowmap.errors.BowmapError`.
+    """
+    import multiprocessing
+
+    from bowmap.errors import BowmapError
+
+    context = multiprocessing.get_context("spawn")
+    inbox = context.Queue(maxsize=processes * queue_size)
+    outbox = context.Queue()
+    in_flight = threading.Semaphore(processes * (queue_size + 2))
+    run = _Run()
+    workers = [context.Process(target=_worker_process, args=(start_worker, rank, inbox, outbox), daemon=True) for rank in range(processes)]
+
+    def read():
+        for chunk in chunks:
+            while not in_flight.acquire(timeout=_POLL_SECONDS):
+                if run.failed.is_set():
+                    raise _Stop
+            run.put(inbox, (chunk.number, chunk))
+        for _ in workers:
+            run.put(inbox, None)
+
+    reader = run.thread(read)
+    for worker in workers:
+        worker.start()
+    reader.start()
+    try:
+        waiting, next_number, done = {}, 0, 0
+        while done < len(workers):
+            if run.failed.is_set():
+                break
+            try:
+                kind, number, payload = outbox.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                dead = [w for w in workers if w.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(f"a worker process ended unexpectedly (exit code {dead[0].exitcode})") from None
+                continue
+            if kind == "failed":
+                message, user_error = payload
+                raise BowmapError(message) if user_error else RuntimeError(message)
+            if kind == "done":
+                done += 1
+            elif kind == "result":
+                waiting[number] = payload
+                while next_number in waiting:
+                    write(waiting.pop(next_number))
+                    in_flight.release()
+                    next_number += 1
+        reader.join()
+        if run.error is not None:
+            raise run.error
+        if waiting:
+            raise RuntimeError(f"pipeline lost chunks before {min(waiting)}")
+    except BaseException as error:
+        run.fail(error)
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+        if run.error is not None and run.error is not error and not isinstance(error, KeyboardInterrupt):
+            raise run.error from None  # the reader's error (a bad record) came first
+        raise
+    finally:
+        for worker in workers:
+            worker.join(5.0)
+        inbox.cancel_join_thread()
+        outbox.cancel_join_thread()

@@ -29,6 +29,7 @@ whose line number is the file's own (1-based), across block boundaries.
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 import zlib
@@ -74,7 +75,6 @@ class ReadChunk:
     codes: np.ndarray  # uint8: A=0 C=1 G=2 T=3, any other letter or '.' = 4; reads concatenated
     offsets: np.ndarray  # int64[count + 1]
     qualities: np.ndarray | None  # uint8 Phred+33 characters as in the file, offsets as codes; None for FASTA
-    reverse_codes: np.ndarray  # each read's reverse complement (4 stays 4), offsets as codes
 
     @property
     def count(self) -> int:
@@ -84,6 +84,17 @@ class ReadChunk:
     def lengths(self) -> np.ndarray:
         """int64[count]: bases in each read."""
         return np.diff(self.offsets)
+
+    @functools.cached_property
+    def reverse_codes(self) -> np.ndarray:
+        """Each read's reverse complement (4 stays 4), offsets as ``codes``: made where it is first
+        needed (a worker process, not the reader), and not sent between processes."""
+        return reverse_complement(self.codes, self.offsets)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("reverse_codes", None)
+        return state
 
     def name(self, i: int) -> str:
         """Read i's name, for error messages and tests (not for hot paths)."""
@@ -648,7 +659,6 @@ class _Chunker:
             codes=batch.codes,
             offsets=batch.offsets,
             qualities=batch.qualities,
-            reverse_codes=reverse_complement(batch.codes, batch.offsets),
         )
         self.number += 1
         self.first_read += batch.count

@@ -85,12 +85,14 @@ def test_sam_passes_samtools_and_agrees_with_the_reference(aligned, tmp_path):
                 assert read.get_tag("XS") <= read.get_tag("AS")
 
 
-def test_output_is_identical_whatever_the_threads_queues_and_blocks(indexes, aligned, tmp_path, capsys):
+def test_output_is_identical_whatever_the_threads_processes_queues_and_blocks(indexes, aligned, tmp_path, capsys):
     expected = aligned.read_bytes()
     for name, prefix, extra in (
         ("serial", indexes[0], ["--serial"]),
         ("one-queue", indexes[0], ["--queues-per-device", "1", "--chunk-bases", "7000"]),
         ("many-blocks", indexes[1], ["--queues-per-device", "3", "--chunk-bases", "20000"]),
+        ("processes", indexes[0], ["--processes", "3", "--chunk-bases", "7000"]),
+        ("processes-blocks", indexes[1], ["-p", "2", "--chunk-bases", "20000"]),
     ):
         out = tmp_path / f"{name}.sam"
         code, _, err = run(capsys, "-q", "align", prefix, READS, "-o", out, "--devices", "cpu", *extra)
@@ -134,10 +136,11 @@ def write(path: Path, text: str) -> Path:
         ("@r1\nACGT\n+\nIIII\n@r2\nACG", ":5:"),
     ],
 )
-def test_malformed_fastq_fails_cleanly(indexes, tmp_path, capsys, content, needle):
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_malformed_fastq_fails_cleanly(indexes, tmp_path, capsys, content, needle, processes):
     reads = write(tmp_path / "bad.fq", content)
     out = tmp_path / "out.sam"
-    code, _, err = run(capsys, "align", indexes[0], reads, "-o", out)
+    code, _, err = run(capsys, "align", indexes[0], reads, "-o", out, "--devices", "cpu", "-p", processes)
     assert code == 1
     lines = err.strip().splitlines()
     assert lines[-1].startswith("bowmap: error: ") and str(reads) + needle in lines[-1] and "Traceback" not in err

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from bowmap.pipeline import run_serial, run_threaded
+import process_workers
+from bowmap.errors import BowmapError
+from bowmap.pipeline import run_processes, run_serial, run_threaded
 
 
 @dataclass
@@ -92,3 +94,41 @@ def test_one_slow_chunk_does_not_let_later_results_pile_up():
 
     run_threaded(chunks(), [[stage] * 4], watch, queue_size=2)
     assert held == list(range(200))
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_processes_return_results_in_input_order(processes):
+    chunks = [Chunk(number, number * 7 % 13) for number in range(40)]
+    out = []
+    run_processes(chunks, process_workers.Squares(), out.append, processes, queue_size=1)
+    assert [(number, value) for number, value, _ in out] == [(c.number, c.value**2) for c in chunks]
+    assert len({pid for _, _, pid in out}) <= processes
+
+
+@pytest.mark.parametrize(
+    "starter, error, text",
+    [
+        (process_workers.FailAt(12, "user"), BowmapError, "chunk 12: bad input"),
+        (process_workers.FailAt(12, "bug"), RuntimeError, "ValueError: kernel failed"),
+        (process_workers.FailAt(12, "crash"), RuntimeError, "ended unexpectedly"),
+        (process_workers.FailsToStart(), BowmapError, "no such device"),
+    ],
+)
+def test_a_failing_process_stops_the_run(starter, error, text):
+    out = []
+    started = time.monotonic()
+    with pytest.raises(error, match=text):
+        run_processes((Chunk(n, n) for n in range(10_000)), starter, out.append, 2, queue_size=2)
+    assert time.monotonic() - started < 30
+    assert [number for number, _, _ in out] == list(range(len(out))) and len(out) <= 12
+
+
+def test_a_bad_record_stops_the_processes():
+    def chunks():
+        for number in range(10_000):
+            if number == 20:
+                raise BowmapError("reads.fq:81: bad record")
+            yield Chunk(number, number)
+
+    with pytest.raises(BowmapError, match="bad record"):
+        run_processes(chunks(), process_workers.Squares(), lambda result: None, 2)

@@ -18,7 +18,15 @@ def add_parser(subparsers):
     parser.add_argument("reads", metavar="READS")
     parser.add_argument("-o", "--output", metavar="OUT", help="SAM file, or BAM when it ends in .bam (default: SAM on stdout)")
     add_devices_option(parser)
-    parser.add_argument("--queues-per-device", type=int, default=2, metavar="N", help="command queues (and worker thread pairs) per device (default 2)")
+    parser.add_argument(
+        "-p", "--processes", type=int, metavar="N",
+        help="worker processes, each with its own device context and queue pair, devices taken in turn "
+        "(default: one per CPU core but one with GPUs, where the host's work limits speed; 1 with a CPU device)",
+    )
+    parser.add_argument(
+        "--queues-per-device", type=int, default=2, metavar="N",
+        help="with one process: command queues (and worker thread pairs) per device (default 2)",
+    )
     parser.add_argument("--end-to-end", action="store_true", help="align whole reads (default: local, with soft clipping)")
     parser.add_argument("--min-score", type=int, metavar="S", help="report alignments scoring at least S (default: 30 local, half a perfect score end-to-end)")
     scoring = parser.add_argument_group("scoring (BWA-MEM's defaults)")
@@ -45,6 +53,8 @@ def run(args) -> int:
     from bowmap.seed_filter import SeedOptions
     from bowmap.smith_waterman import Scoring
 
+    if args.processes is not None and args.processes < 1:
+        raise UsageError("--processes must be at least 1")
     for name in ("queues_per_device", "match", "seed_length", "positions_per_read", "windows_per_read", "chunk_bases"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -65,6 +75,7 @@ def run(args) -> int:
         output=args.output,
         devices=args.devices,
         queues_per_device=args.queues_per_device,
+        processes=args.processes,
         end_to_end=args.end_to_end,
         seed=SeedOptions(seed_length=args.seed_length, positions_per_read=args.positions_per_read, windows_per_read=args.windows_per_read),
         scoring=scoring,
