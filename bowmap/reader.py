@@ -136,7 +136,7 @@ def read_chunks(
     source = "stdin" if path == "-" else path
     parser = _Parser(source, max_read_length)
     chunker = _Chunker(chunk_bases)
-    for block in _blocks(path, source, block_bytes):
+    for block in _prefetched(_blocks(path, source, block_bytes)):
         batch = parser.feed(block)
         if batch is not None:
             yield from chunker.add(batch)
@@ -156,6 +156,52 @@ def _blocks(path: str, source: str, block_bytes: int) -> Iterator[bytes]:
         return
     with open_for_reading(path, kind="read file") as handle:
         yield from _decoded(handle, source, block_bytes)
+
+
+_PREFETCH_DEPTH = 2
+
+
+def _prefetched(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """``blocks``, drawn by a helper thread up to ``_PREFETCH_DEPTH`` blocks ahead: reading and
+    gunzipping (zlib lets other threads run meanwhile) overlap with parsing, which roughly
+    halves the reader's time on gzipped input. Errors are raised here, in input order."""
+    import queue
+    import threading
+
+    channel: queue.Queue = queue.Queue(maxsize=_PREFETCH_DEPTH)
+    stop = threading.Event()
+    end = object()
+
+    def offer(item) -> bool:
+        while not stop.is_set():
+            try:
+                channel.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False  # the consumer has gone
+
+    def fill():
+        try:
+            for block in blocks:
+                if not offer((block, None)):
+                    return
+            offer((end, None))
+        except BaseException as error:  # noqa: BLE001 - raised again in the consumer's thread
+            offer((end, error))
+
+    # A daemon: one blocked reading a terminal or a pipe must not hold the exit up.
+    threading.Thread(target=fill, daemon=True, name="bowmap-read-ahead").start()
+    try:
+        while True:
+            block, error = channel.get()
+            if block is end:
+                if error is not None:
+                    raise error
+                return
+            yield block
+    finally:
+        stop.set()
 
 
 def _raw_stdin():
