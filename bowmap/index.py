@@ -20,6 +20,7 @@ from bowmap.index_format import (
     FORMAT_VERSION,
     MAGIC,
     MANIFEST_SUFFIX,
+    UNPACK_2BIT,
     WORDS_PER_LINE,
     group_count,
     line_count,
@@ -77,10 +78,54 @@ class FMIndex:
 
     def spans(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Reference codes of many text spans at once, concatenated: 0..3 for A, C, G, T and 4
-        where the reference base is ambiguous (its indexed stand-in is not reported)."""
+        where the reference base is ambiguous (its indexed stand-in is not reported).
+
+        Equal to ``codes_at`` of every position of every span, but a span at a time rather
+        than a base at a time: the packed bytes under each span are gathered as a row, unpacked
+        through a 256-entry table and shifted into place by the span's offset in its first byte
+        (a copy per offset, 0..3 away from the text's end), and the rows, cut to their lengths,
+        are concatenated. Only spans that
+        meet an ambiguous run are then checked base by base."""
         starts = np.asarray(starts, dtype=np.int64)
         lengths = np.asarray(lengths, dtype=np.int64)
-        return self.codes_at(np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum())))
+        total = int(lengths.sum())
+        if total == 0:
+            return np.zeros(0, dtype=np.uint8)
+        width = int(lengths.max())
+        row_bytes = min(width // 4 + 2, len(self.packed))  # width bases from any offset 0..3
+        # Rows of packed bytes through a strided view (no index array): row k starts at byte
+        # first[k], moved back near the text's end so that it stays inside the array.
+        first = np.minimum(starts >> 2, len(self.packed) - row_bytes)
+        packed_rows = np.lib.stride_tricks.sliding_window_view(self.packed, row_bytes)[first]
+        unpacked = UNPACK_2BIT[packed_rows].reshape(len(starts), 4 * row_bytes)
+        offset = starts - 4 * first
+        short = int(offset.max()) + width - unpacked.shape[1]
+        if short > 0:  # spans near the text's end, moved back further than 3 bases: pad
+            unpacked = np.concatenate((unpacked, np.zeros((len(starts), short), dtype=np.uint8)), axis=1)
+        shifts = np.unique(offset)
+        if len(shifts) == 1:
+            rows = unpacked[:, int(shifts[0]) : int(shifts[0]) + width]
+        else:
+            rows = np.empty((len(starts), width), dtype=np.uint8)
+            for shift in shifts.tolist():
+                chosen = offset == shift
+                rows[chosen] = unpacked[chosen, shift : shift + width]
+        if int(lengths.min()) == width:
+            codes = np.ascontiguousarray(rows).reshape(-1)
+        else:
+            codes = rows[np.arange(width) < lengths[:, None]]
+        if len(self.ambiguous_starts):
+            # The last ambiguous run starting before a span's end meets it if it ends after the
+            # span's start (runs are sorted and do not overlap).
+            run = np.searchsorted(self.ambiguous_starts, starts + lengths, side="left") - 1
+            run_ends = self.ambiguous_starts + self.ambiguous_lengths
+            meets = (run >= 0) & (lengths > 0) & (run_ends[np.maximum(run, 0)] > starts)
+            if meets.any():
+                first = np.cumsum(lengths) - lengths
+                flat = _segment_ranges(first[meets], lengths[meets])
+                positions = _segment_ranges(starts[meets], lengths[meets])
+                codes[flat] = self.codes_at(positions)
+        return codes
 
     def codes_at(self, positions: np.ndarray) -> np.ndarray:
         """Reference codes (uint8) at text positions, 4 where the base is ambiguous."""
@@ -114,6 +159,11 @@ class FMIndex:
         return inside & clear
 
 
+def _segment_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(start, start + length)`` for each segment."""
+    return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
 def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: bool) -> np.ndarray:
     """One index file as a read-only array. With ``verify`` the file is read whole and its SHA-256
     checked; without, it is mapped (processes mapping one index share its pages)."""
@@ -138,7 +188,8 @@ def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: 
         return np.frombuffer(data, dtype=dtype).reshape(shape)  # read-only: an index is never changed
     if size == 0:
         return np.empty(shape, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", shape=shape)
+    # A plain array over the mapping: indexing a np.memmap subclass costs far more per call.
+    return np.memmap(path, dtype=dtype, mode="r", shape=shape).view(np.ndarray)
 
 
 def read_manifest(prefix: str) -> dict:

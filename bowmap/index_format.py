@@ -79,11 +79,14 @@ def pack_2bit(codes: np.ndarray) -> np.ndarray:
     return quads[:, 0] | (quads[:, 1] << 2) | (quads[:, 2] << 4) | (quads[:, 3] << 6)
 
 
+# Row b: the four codes packed in byte b, first base in the low bits.
+UNPACK_2BIT = ((np.arange(256)[:, None] >> np.array([0, 2, 4, 6])) & 3).astype(np.uint8)
+
+
 def unpack_2bit(packed: np.ndarray, start: int, length: int) -> np.ndarray:
     """Bases ``start .. start+length`` of a 2-bit packed array, as codes 0..3."""
     first, last = start // 4, -(-(start + length) // 4)
-    chunk = np.asarray(packed[first:last], dtype=np.uint8)
-    codes = (chunk[:, None] >> np.array([0, 2, 4, 6], dtype=np.uint8)) & 3
+    codes = UNPACK_2BIT[np.asarray(packed[first:last], dtype=np.uint8)]
     offset = start - 4 * first
     return codes.reshape(-1)[offset : offset + length]
 

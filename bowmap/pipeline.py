@@ -13,6 +13,7 @@ promptly and is raised again in the caller's thread.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterable
@@ -152,11 +153,20 @@ def _worker_process(start_worker: Callable, rank: int, inbox, outbox) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and ends its workers
     number = -1
+    profile_folder = os.environ.get("BOWMAP_PROFILE")  # developers: cProfile each worker
+    profiler = None
+    if profile_folder:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     try:
         work = start_worker(rank)
         while (item := inbox.get()) is not None:
             number, chunk = item
             outbox.put(("result", number, work(chunk)))
+        if profiler is not None:
+            profiler.dump_stats(os.path.join(profile_folder, f"worker{rank}.prof"))
         outbox.put(("done", rank, None))
     # Failures travel as (message, is a user error): a user error's one line, or a traceback.
     except BowmapError as error:

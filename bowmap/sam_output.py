@@ -127,6 +127,12 @@ class ReferenceText:
         positions = np.asarray(text_positions, dtype=np.int64)
         return self._codes[positions] if self._codes is not None else self._index.codes_at(positions)
 
+    def spans(self, text_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Codes of many spans (0-based text starts, lengths), concatenated."""
+        if self._codes is not None:
+            return self._codes[_segment_indices(text_starts, lengths)]
+        return self._index.spans(text_starts, lengths)
+
     def __call__(self, contig: int, start: int, length: int) -> np.ndarray:
         """Codes of ``length`` bases from 0-based ``start`` in ``contig``."""
         return self.text_codes(self.contig_starts[contig] + start + np.arange(length, dtype=np.int64))
@@ -309,7 +315,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, refere
 
     # The reference bases under every span, rows concatenated.
     span_start = _exclusive_cumsum(span)
-    span_codes = reference.text_codes(_segment_indices(reference.contig_starts[contig] + position, span))
+    span_codes = reference.spans(reference.contig_starts[contig] + position, span)
 
     # Every aligned (M = X) base: read code against reference code.
     aligned = np.flatnonzero(_ALIGNED[op_code])

@@ -167,11 +167,14 @@ class SeedFilter:
             if len(rows):
                 seed_parts.append(chosen[owners])
                 position_parts.append(self.searcher.locate(device_block, rows).astype(np.int64) + device_block.block.start)
-        if seed_parts:
-            # One int64 key per (seed, position): far faster to make unique than rows of pairs.
+        if len(seed_parts) > 1:
+            # An occurrence in the overlap of two blocks is located in both: one int64 key per
+            # (seed, position), far faster to make unique than rows of pairs.
             span = self.index.total_length + 1
             keys = np.unique(np.concatenate(seed_parts) * span + np.concatenate(position_parts))
             hit_seed, positions = np.divmod(keys, span)
+        elif seed_parts:  # one block: every located row is a different position already
+            hit_seed, positions = seed_parts[0], position_parts[0]
         else:
             hit_seed = positions = np.zeros(0, dtype=np.int64)
         # Hits on the random stand-ins of ambiguous bases, or across contigs, are not evidence.
@@ -213,7 +216,14 @@ class SeedFilter:
         contig_end = contig_start + index.contig_lengths[contig]
         start = np.maximum(diagonal - margin, contig_start)
         end = np.minimum(diagonal + lengths[read] + margin, contig_end)
-        order = np.lexsort((end, start, contig, reverse, read))
+        # Sorted by read, strand and start (contigs follow each other in the text, so start
+        # orders them too), through one int64 key where it fits. Hits sharing a key differ at
+        # most in their end, which the merge below never depends on the order of.
+        span = int(index.total_length) + 1
+        if 2 * len(lengths) * span < 2**62:
+            order = np.argsort((read.astype(np.int64) * 2 + reverse) * span + start)
+        else:
+            order = np.lexsort((start, reverse, read))
         read, reverse, contig, start, end = read[order], reverse[order], contig[order], start[order], end[order]
         group = np.zeros(len(read), dtype=np.int64)
         if len(read):

@@ -193,3 +193,24 @@ def test_spans_mark_ambiguous_bases(tmp_path):
     text = "".join(decode[code] for code in codes)
     assert text == "ACGTNNACGTNACGT" + "TNNA" + "N" + "TTTTN" + "N"
     assert index.spans(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
+
+
+def test_spans_equal_the_per_base_lookup_on_random_spans(tmp_path):
+    rng = np.random.default_rng(11)
+    letters = np.frombuffer(b"ACGTN", dtype=np.uint8)
+    sequences = []
+    for length in (1, 3, 517, 1203):
+        codes = rng.integers(0, 4, size=length)
+        for _ in range(length // 100):  # ambiguous runs of 1..12 bases
+            start = int(rng.integers(0, length))
+            codes[start : start + int(rng.integers(1, 13))] = 4
+        sequences.append(letters[codes].tobytes().decode())
+    index = build_test_index(tmp_path, [(f"c{i}", s) for i, s in enumerate(sequences)])
+    total = index.total_length
+    starts = rng.integers(0, total, size=3000)
+    lengths = np.minimum(rng.integers(0, 260, size=3000), total - starts)
+    lengths[::7] = 0
+    lengths[1::11] = total - starts[1::11]  # up to the text's very end
+    positions = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)]).astype(np.int64)
+    assert np.array_equal(index.spans(starts, lengths), index.codes_at(positions))
+    assert index.spans(np.array([total - 1]), np.array([1])).tolist() == index.codes_at(np.array([total - 1])).tolist()

@@ -281,6 +281,7 @@ def test_small_batches_and_packed_reference_give_the_same_text(monkeypatch):
         packed=pack_2bit(np.where(flat == 4, 2, flat).astype(np.uint8)), ambiguous_starts=starts, ambiguous_lengths=ends - starts
     )
     index.codes_at = lambda positions: FMIndex.codes_at(index, positions)
+    index.spans = lambda starts, lengths: FMIndex.spans(index, starts, lengths)
     packed_reference = ReferenceText(
         case.reference.contig_names, case.reference.contig_starts, case.reference.contig_lengths, index=index
     )
