@@ -293,7 +293,7 @@ def check(names: tuple[str, ...], got, expected) -> None:
             )
 
 
-def benchmark(device, block, codes, offsets, lengths, args) -> tuple[list[tuple], dict]:
+def benchmark(device, block, sa_sample, codes, offsets, lengths, args) -> tuple[list[tuple], dict]:
     """Check, then time search and locate on one device: (the table's rows, facts for the header)."""
     import pyopencl as cl
 
@@ -325,7 +325,7 @@ def benchmark(device, block, codes, offsets, lengths, args) -> tuple[list[tuple]
     )
 
     search_steps = int(np.minimum(lengths, depth.astype(np.int64) + 1).sum())
-    lf_steps = int((positions % SA_SAMPLE).sum())
+    lf_steps = int((positions % sa_sample).sum())
 
     def ceiling(step_bytes: int):  # steps/s in millions, or "n/a" without --bandwidth-gbs
         return "n/a" if args.bandwidth_gbs is None else args.bandwidth_gbs * 1e9 / step_bytes / 1e6
@@ -361,6 +361,7 @@ def print_table(rows) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--genome-mbp", type=float, default=100, metavar="MBP", help="synthetic genome size (default 100)")
+    parser.add_argument("--index", metavar="PREFIX", help="search this one-block bowmap index instead (e.g. bench/end_to_end.py's)")
     parser.add_argument("--seeds", type=int, default=2_000_000, metavar="N", help="seeds to search (default 2000000)")
     parser.add_argument("--devices", metavar="SPEC", help="as bowmap's --devices (default: every GPU, else the CPU)")
     parser.add_argument("--repeat", type=int, default=3, metavar="N", help="timed runs after a warm-up; the best counts (default 3)")
@@ -377,7 +378,10 @@ def main() -> int:
     from bowmap.index import load_index
 
     try:
-        prefix, build_seconds = genome_and_index(args.genome_mbp)
+        if args.index:
+            prefix, build_seconds = args.index, float("nan")
+        else:
+            prefix, build_seconds = genome_and_index(args.genome_mbp)
         index = load_index(str(prefix))
         if len(index.blocks) != 1:
             raise BenchError(f"{prefix}: {len(index.blocks)} index blocks, expected one")
@@ -386,12 +390,12 @@ def main() -> int:
             np.random.default_rng(GENOME_SEED + 1), index, args.seeds, args.read_length, args.error_rate
         )
         for device in open_devices(args.devices):
-            rows, facts = benchmark(device, block, codes, offsets, lengths, args)
+            rows, facts = benchmark(device, block, index.sa_sample, codes, offsets, lengths, args)
             info = device.info
             print(
                 f"device: {info.name} ({info.compute_units} compute units, {format_memory(info.global_memory)}); "
-                f"genome: {index.total_length / 1e6:g} Mbp synthetic, {len(index.contig_names)} contigs; "
-                f"index build: {build_seconds:.1f} s (one block, sa_sample {SA_SAMPLE}, "
+                f"genome: {index.total_length / 1e6:g} Mbp, {len(index.contig_names)} contigs ({prefix}); "
+                f"index build: {'given' if args.index else f'{build_seconds:.1f} s'} (one block, sa_sample {index.sa_sample}, "
                 f"occurrence table {block.occ.nbytes / 1e6:,.0f} MB); "
                 f"seeds: {len(lengths):,} of {SEED_LENGTHS[0]}-{SEED_LENGTHS[1]} bases, {facts['occurring']:.1%} occur, "
                 f"{facts['steps_per_seed']:.1f} steps a seed; located rows: {facts['rows']:,}, "
