@@ -24,7 +24,8 @@
  * walks every window column; only the tile's last row (H, F) goes to the global `boundary` row,
  * which the next tile reads back: 4 (or 8) bytes a column per tile instead of per cell.
  * Substitution scores come from a query profile of the tile in local memory: for each window
- * code w and each tile row t, s(read[t], w), two rows packed in one short2, laid out
+ * code w and each tile row t, s(read[t], w) + OPEN_EXTEND (see sweep_tile), two rows packed in
+ * one short2, laid out
  * [w][t / 2][local id] so that the work-items of a wavefront hit distinct banks.
  *
  * Buffers:
@@ -121,29 +122,33 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
 {
     uint i0 = tile * READ_TILE;
     uint read_code[READ_TILE];
-    int h_left[READ_TILE], e[READ_TILE];
+    /* H enters the recurrences only as H - OPEN_EXTEND (the cost of opening a gap after it) and
+     * as diagonal + s: both come from one stored value, hoe = H - OPEN_EXTEND, with OPEN_EXTEND
+     * added to the profile's scores. One subtraction a cell instead of two. */
+    int hoe[READ_TILE], e[READ_TILE];  /* hoe[t]: H[i0 + t + 1][j - 1] - OPEN_EXTEND */
 #pragma unroll
     for (uint t = 0; t < READ_TILE; ++t) {
         read_code[t] = t < rows ? min((uint)read[i0 + t], 4u) : 4u;
-        h_left[t] = first_column(i0 + t + 1);
+        hoe[t] = first_column(i0 + t + 1) - OPEN_EXTEND;
         e[t] = NEG;
     }
     for (uint w = 0; w < 5u; ++w) {
 #pragma unroll
         for (uint k = 0; k < PROFILE_WORDS; ++k)
             profile[(w * PROFILE_WORDS + k) * local_size] =
-                (short2)((short)substitution(read_code[2 * k], w), (short)substitution(read_code[2 * k + 1], w));
+                (short2)((short)(substitution(read_code[2 * k], w) + OPEN_EXTEND),
+                         (short)(substitution(read_code[2 * k + 1], w) + OPEN_EXTEND));
     }
-    int diagonal_top = first_column(i0);  /* H[i0][j - 1] */
+    int diagonal_top = first_column(i0) - OPEN_EXTEND;  /* H[i0][j - 1] - OPEN_EXTEND */
     for (uint j = 1; j <= n; ++j) {
         uint window_code = min((uint)window[j - 1], 4u);
-        int up, f;
+        int up, f;  /* up: H of the row above, minus OPEN_EXTEND; f: its F */
         if (tile == 0) {
-            up = 0;
+            up = -OPEN_EXTEND;
             f = NEG;
         } else {
             BOUNDARY_T top = boundary[(size_t)j * stride + gid];
-            up = top.x;
+            up = top.x - OPEN_EXTEND;
             f = top.y;
         }
         int diagonal = diagonal_top;
@@ -158,9 +163,9 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
         int last_row = NEG;
 #pragma unroll
         for (uint t = 0; t < READ_TILE; ++t) {
-            int s = (t & 1u) ? pair_scores[t / 2].y : pair_scores[t / 2].x;
-            int e_open = h_left[t] - OPEN_EXTEND, e_extend = e[t] - GAP_EXTEND;
-            int f_open = up - OPEN_EXTEND, f_extend = f - GAP_EXTEND;
+            int s = (t & 1u) ? pair_scores[t / 2].y : pair_scores[t / 2].x;  /* s + OPEN_EXTEND */
+            int e_open = hoe[t], e_extend = e[t] - GAP_EXTEND;
+            int f_open = up, f_extend = f - GAP_EXTEND;
             int e_new = max(e_open, e_extend);
             int f_new = max(f_open, f_extend);
             int h = diagonal + s;
@@ -179,11 +184,11 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
                 h = max(h, 0);
 #endif
             }
-            diagonal = h_left[t];
-            h_left[t] = h;
+            diagonal = hoe[t];
+            hoe[t] = h - OPEN_EXTEND;
             e[t] = e_new;
             f = f_new;
-            up = h;
+            up = hoe[t];
 #if END_TO_END
             if (last && t == rows - 1) last_row = h;
 #else
@@ -191,7 +196,8 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
 #endif
         }
         if (!last)
-            boundary[(size_t)j * stride + gid] = (BOUNDARY_T)((BOUNDARY_SCALAR)h_left[READ_TILE - 1], (BOUNDARY_SCALAR)f);
+            boundary[(size_t)j * stride + gid] =
+                (BOUNDARY_T)((BOUNDARY_SCALAR)(hoe[READ_TILE - 1] + OPEN_EXTEND), (BOUNDARY_SCALAR)f);
         if (record)
             directions[((size_t)tile * direction_columns + j - 1) * local_size] = bits;
 #if END_TO_END
@@ -207,7 +213,7 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
             uint row = 0;
 #pragma unroll
             for (int t = READ_TILE - 1; t >= 0; --t)
-                if (h_left[t] == column_best && (uint)t < rows) row = (uint)t;
+                if (hoe[t] == column_best - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
             best->score = column_best;
             best->read_end = i0 + row + 1;
             best->window_end = j;
