@@ -96,26 +96,42 @@ def tie_breakers(codes: np.ndarray, offsets: np.ndarray, read: np.ndarray, start
     return breakers
 
 
-def best_two(read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+# Two windows' best alignments ending within this many bases of each other, on one strand, are
+# one alignment found twice (windows of nearby diagonal clusters overlap): not a second best.
+SAME_ALIGNMENT_BASES = 16
+
+
+def best_two(
+    read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.ndarray, reverse=None, end=None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each of ``count`` reads: the pair with the best score (ties: the smallest
     ``tie_breaker``), or -1; that score; and the best score among the read's other pairs
-    (NO_SCORE when it has none)."""
+    (NO_SCORE when it has none). ``read`` is sorted. With ``reverse`` and ``end`` (each pair's
+    strand and the text position where its alignment ends), pairs whose alignment ends within
+    SAME_ALIGNMENT_BASES of the best's on its strand are the best alignment again, not others."""
     from bowmap.mapq import NO_SCORE
 
     order = np.lexsort((tie_breaker, -score.astype(np.int64), read))
-    sorted_read = order_read = read[order]
-    first = np.searchsorted(sorted_read, np.arange(count), side="left")
+    sorted_read = read[order]
+    reads = np.arange(count)
+    first = np.searchsorted(sorted_read, reads, side="left")
     has = first < len(order)
-    has[has] = order_read[first[has]] == np.arange(count)[has]
+    has[has] = sorted_read[first[has]] == reads[has]
     best = np.full(count, -1, dtype=np.int64)
     best[has] = order[first[has]]
     best_score = np.full(count, NO_SCORE, dtype=np.int64)
     best_score[has] = score[best[has]]
-    second_position = first + 1
-    has_second = has & (second_position < len(order))
-    has_second[has_second] = order_read[second_position[has_second]] == np.arange(count)[has_second]
+    others = np.ones(len(read), dtype=bool)
+    if len(read):
+        chosen = best[read]
+        others[chosen] = False
+        if end is not None:
+            others &= (reverse != reverse[chosen]) | (np.abs(end - end[chosen]) > SAME_ALIGNMENT_BASES)
+    candidates = np.where(others, score.astype(np.int64), NO_SCORE)
     second_score = np.full(count, NO_SCORE, dtype=np.int64)
-    second_score[has_second] = score[order[second_position[has_second]]]
+    starts = np.searchsorted(read, reads[has], side="left")
+    if len(starts):
+        second_score[has] = np.maximum.reduceat(candidates, starts)
     return best, best_score, second_score
 
 
@@ -204,9 +220,11 @@ def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, option
     pair_reads = windows.read + count * windows.reverse
     pair_windows = np.arange(len(windows))
     inputs = (read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths)
-    score, _, _ = smith_waterman.best(*inputs, pair_reads, pair_windows)
+    score, _, window_end = smith_waterman.best(*inputs, pair_reads, pair_windows)
     tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start, score)
-    best, best_score, second_score = best_two(windows.read, score, count, tie_breaker)
+    best, best_score, second_score = best_two(
+        windows.read, score, count, tie_breaker, windows.reverse, windows.start + window_end
+    )
     mapped = (best >= 0) & (best_score > 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
     chosen = best[mapped]
     traced_score, _, _, window_start, _, cigar_ops, _, traced_lengths = smith_waterman.traceback(

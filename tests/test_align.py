@@ -228,3 +228,24 @@ def test_repeats_map_the_same_whatever_the_index_blocks(tmp_path, capsys):
         outputs.append([line for line in out.read_bytes().splitlines() if not line.startswith(b"@PG")])
     assert len(json.loads((tmp_path / "many.bmi").read_text())["blocks"]) >= 4
     assert outputs[0] == outputs[1]
+
+
+@pytest.mark.parametrize("unit", [40, 61, 300])
+def test_a_read_inside_a_tandem_repeat_gets_its_second_copy_as_second_best(tmp_path, capsys, unit):
+    """Copies a unit apart: each copy is its own candidate, so XS equals AS and MAPQ is 0
+    (windows merged over the array used to hide the second copy: XS low, MAPQ 60)."""
+    rng = np.random.default_rng(unit)
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
+    size = 2 * unit + 150  # every read of 120 bases from the array's start has a copy a unit on
+    array = np.tile(rng.integers(0, 4, unit), -(-size // unit))[:size]
+    genome = np.concatenate((rng.integers(0, 4, 3000), array, rng.integers(0, 4, 3000)))
+    reference = tmp_path / "tandem.fa"
+    reference.write_text(f">t\n{bases[genome].tobytes().decode()}\n")
+    read = genome[3000 + 20 : 3000 + 20 + 120]
+    fastq = write(tmp_path / "tandem.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * 120}\n")
+    assert main(["-q", "index", str(reference), str(tmp_path / "tandem")]) == 0
+    code, out, err = run(capsys, "align", tmp_path / "tandem", fastq, "--devices", "cpu")
+    assert code == 0, err
+    fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
+    tags = dict(field.split(":", 1) for field in fields[11:])
+    assert tags["AS"] == "i:120" and tags["XS"] == "i:120" and fields[4] == "0", fields[:6] + fields[11:]

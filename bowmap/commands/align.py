@@ -36,7 +36,7 @@ def add_parser(subparsers):
     scoring.add_argument("--gap-extend", type=int, default=1, metavar="E", help="gap extension penalty (default 1)")
     seeds = parser.add_argument_group("seeds")
     seeds.add_argument("--seed-length", type=int, default=20, metavar="L", help="exact seed length (default 20)")
-    seeds.add_argument("--positions-per-read", type=int, default=64, metavar="N", help="located seed positions per read, narrowest intervals first (default 64)")
+    seeds.add_argument("--positions-per-read", type=int, default=256, metavar="N", help="located seed positions per read, narrowest intervals first (default 256)")
     seeds.add_argument("--windows-per-read", type=int, default=16, metavar="N", help="candidate windows per read given to Smith-Waterman (default 16)")
     output = parser.add_argument_group("output")
     output.add_argument("--no-unal", action="store_true", help="leave unaligned reads out")
