@@ -35,6 +35,8 @@ class SeedOptions:
     margin: int = 32
     # Seed length of the second round, for reads whose first seeds all failed (0: none).
     reseed_length: int = 16
+    # Seed length for reads with a seed too repetitive to locate (0: none); at most 32.
+    long_seed_length: int = 32
 
     def seed_interval(self, read_length: np.ndarray) -> np.ndarray:
         """bowtie2's seed spacing I(x) = floor(1 + 1.15 sqrt(x)) for reads of length x."""
@@ -49,7 +51,7 @@ class Windows:
     reverse: np.ndarray  # bool
     start: np.ndarray  # int64 text position
     end: np.ndarray  # int64 text position, exclusive
-    hits: np.ndarray  # int64: seed hits that fell in the window
+    hits: np.ndarray  # int64: read positions whose seeds hit the window (each counted once)
 
     FIELDS = ("read", "reverse", "start", "end", "hits")
 
@@ -121,33 +123,44 @@ class SeedFilter:
         self.device_blocks = device_blocks
         self.searcher = searcher
         self.options = options
-        if options.seed_length > 32 or options.reseed_length > 32:
+        if max(options.seed_length, options.reseed_length, options.long_seed_length) > 32:
             raise ValueError("seeds are at most 32 bases (packed into 64-bit keys)")
         self._overlap_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # seed length -> (keys, counts)
 
     def windows(self, codes, reverse_codes, read_offsets) -> Windows:
-        """Candidate windows of every read. Reads whose seeds all fail (errors in each) are
-        seeded once more, as bowtie2 re-seeds: shorter seeds, shifted by half an interval."""
+        """Candidate windows of every read. Reads with a seed too repetitive to locate (more than
+        max_occurrences, or past the read's budget) are also seeded with long seeds, whose
+        hits join the first round's: in an interspersed repeat (an Alu, a LINE) a 32-base exact
+        match singles out the read's own copy where 20 bases match thousands, as BWA-MEM's
+        maximal exact matches do. Reads whose seeds all fail (errors in each) are seeded once
+        more, as bowtie2 re-seeds: shorter seeds, shifted by half an interval."""
         options = self.options
         lengths = np.diff(read_offsets)
-        windows = self._windows(extract_seeds(codes, reverse_codes, read_offsets, options), lengths)
+        hits, crowded = self._hits(extract_seeds(codes, reverse_codes, read_offsets, options), len(lengths))
+        if options.long_seed_length and crowded.any():
+            long_seeds = extract_seeds(codes, reverse_codes, read_offsets, options, options.long_seed_length, options.seed_interval(lengths) // 2, crowded)
+            more, _ = self._hits(long_seeds, len(lengths))
+            hits = tuple(np.concatenate(pair) for pair in zip(hits, more))
+        windows = self._merge(*hits, lengths)
         missing = np.ones(len(lengths), dtype=bool)
         missing[windows.read] = False
         if options.reseed_length and missing.any():
             again = extract_seeds(
                 codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, missing
             )
-            more = self._windows(again, lengths)
+            more = self._merge(*self._hits(again, len(lengths))[0], lengths)
             combined = [np.concatenate((getattr(windows, name), getattr(more, name))) for name in Windows.FIELDS]
             order = np.lexsort((combined[2], combined[1], combined[0]))
             windows = Windows(*(array[order] for array in combined))
         return windows
 
-    def _windows(self, seeds: Seeds, lengths: np.ndarray) -> Windows:
-        """Windows from one round of seeds. Every choice here depends on the text only, never on
-        how it is cut into blocks: a seed's occurrence count is exact (an occurrence inside the
-        overlap of two blocks is found in both and counted once), seeds are taken whole, and
-        located positions are made unique."""
+    def _hits(self, seeds: Seeds, count: int):
+        """Located hits of one round of seeds, as (read, reverse, text position, diagonal) arrays,
+        and a mask of the reads that had a seed occurring but left unlocated (too repetitive,
+        or past the budget). Every choice here depends on the text only, never on how it is
+        cut into blocks: a seed's occurrence count is exact (an occurrence inside the overlap of
+        two blocks is found in both and counted once), seeds are taken whole, and located
+        positions are made unique."""
         options = self.options
         # 1. Exact search of every seed in every block.
         intervals = [self.searcher.search(block, seeds.codes, seeds.offset, seeds.length)[:2] for block in self.device_blocks]
@@ -183,7 +196,11 @@ class SeedFilter:
         clean = self.index.span_is_clean(positions, seeds.length[hit_seed])
         hit_seed, positions = hit_seed[clean], positions[clean]
         diagonal = positions - seeds.read_offset[hit_seed]
-        return self._merge(seeds.read[hit_seed], seeds.reverse[hit_seed], positions, diagonal, lengths)
+        left_out = occurrences > 0
+        left_out[chosen] = False
+        crowded = np.zeros(count, dtype=bool)
+        crowded[seeds.read[left_out]] = True
+        return (seeds.read[hit_seed], seeds.reverse[hit_seed], positions, diagonal, seeds.read_offset[hit_seed]), crowded
 
     def _overlap_occurrences(self, seeds: Seeds) -> np.ndarray:
         """For each seed, its occurrences lying wholly inside the overlap of two consecutive
@@ -209,7 +226,7 @@ class SeedFilter:
         hit = (table_keys[found] == keys) & (seed_codes < 4).all(axis=1)
         return np.where(hit, table_counts[found], 0)
 
-    def _merge(self, read, reverse, positions, diagonal, lengths) -> Windows:
+    def _merge(self, read, reverse, positions, diagonal, read_offset, lengths) -> Windows:
         """Hits of the same read, strand and contig whose diagonals lie within ``margin`` of each
         other (one alignment, its indels shifting the diagonal) make one window: from the
         smallest diagonal - margin to the largest + read length + margin, clipped to the contig
@@ -228,7 +245,7 @@ class SeedFilter:
             order = np.argsort(((read.astype(np.int64) * 2 + reverse) * len(index.contig_starts) + contig) * span + diagonal + shift)
         else:
             order = np.lexsort((diagonal, contig, reverse, read))
-        read, reverse, contig, diagonal = read[order], reverse[order], contig[order], diagonal[order]
+        read, reverse, contig, diagonal, read_offset = read[order], reverse[order], contig[order], diagonal[order], read_offset[order]
         group = np.zeros(len(read), dtype=np.int64)
         if len(read):
             changed = (np.diff(read) != 0) | (np.diff(reverse) != 0) | (np.diff(contig) != 0)
@@ -250,14 +267,32 @@ class SeedFilter:
         contig_start = index.contig_starts[contig]
         start = np.maximum(diagonal[first] - margin, contig_start)
         end = np.minimum(diagonal[last] + lengths[read] + margin, contig_start + index.contig_lengths[contig])
-        windows = Windows(read, reverse, start, end, last - first + 1)
+        # A window's weight: the read positions its seeds start at, each counted once (a seed in
+        # a microsatellite hits one window at several diagonals; it is still one piece of
+        # evidence, as BWA-MEM weighs a chain by the read bases its seeds cover).
+        window_of_hit = np.cumsum(opens) - 1
+        evidence = np.unique(window_of_hit * (shift + 1) + read_offset)
+        seeds_in_window = np.bincount(evidence // (shift + 1), minlength=len(first))
+        windows = Windows(read, reverse, start, end, seeds_in_window)
         return self._keep_best(windows)
 
     def _keep_best(self, windows: Windows) -> Windows:
-        """At most ``windows_per_read`` windows a read: those with most hits (ties: leftmost)."""
-        order = np.lexsort((windows.start, windows.reverse, -windows.hits, windows.read))
-        read = windows.read[order]
-        rank = np.arange(len(read)) - np.searchsorted(read, read, side="left")
-        keep = np.sort(order[rank < self.options.windows_per_read])
+        """At most ``windows_per_read`` windows a read: those with most hits (ties: forward
+        strand first, then leftmost). ``windows`` is sorted by (read, reverse, start)."""
+        limit = self.options.windows_per_read
+        read = windows.read
+        if len(read) == 0:
+            return windows
+        per_read = np.bincount(read)
+        crowded = per_read[read] > limit  # only these reads lose windows: sort just theirs
+        if not crowded.any():
+            return windows
+        many = np.flatnonzero(crowded)
+        # A stable sort by (read, most hits first) keeps the (strand, start) order of ties.
+        hits = np.minimum(windows.hits[many], 2**31 - 1)
+        order = many[np.argsort(read[many] * 2**31 + (2**31 - 1 - hits), kind="stable")]
+        sorted_read = read[order]
+        rank = np.arange(len(order)) - np.searchsorted(sorted_read, sorted_read, side="left")
+        keep = np.flatnonzero(~crowded)
+        keep = np.sort(np.concatenate((keep, order[rank < limit])))
         return Windows(*(getattr(windows, name)[keep] for name in Windows.FIELDS))
-
