@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bowmap.arrays import unique
 from bowmap.errors import BowmapError
 from bowmap.seed_filter import SeedOptions, Windows
 
@@ -83,7 +84,7 @@ def tie_breakers(codes: np.ndarray, offsets: np.ndarray, read: np.ndarray, start
     tied = at_top & (tops_per_read[read] > 1)
     if not tied.any():
         return breakers
-    reads = np.unique(read[tied])
+    reads = unique(read[tied])
     lengths = offsets[reads + 1] - offsets[reads]
     within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     bases = codes[np.repeat(offsets[reads], lengths) + within]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bowmap.arrays import unique
 from bowmap.fm_search import DeviceBlock, FMSearch, interval_rows
 from bowmap.index import FMIndex
 
@@ -186,7 +187,7 @@ class SeedFilter:
             # An occurrence in the overlap of two blocks is located in both: one int64 key per
             # (seed, position), far faster to make unique than rows of pairs.
             span = self.index.total_length + 1
-            keys = np.unique(np.concatenate(seed_parts) * span + np.concatenate(position_parts))
+            keys = unique(np.concatenate(seed_parts) * span + np.concatenate(position_parts))
             hit_seed, positions = np.divmod(keys, span)
         elif seed_parts:  # one block: every located row is a different position already
             hit_seed, positions = seed_parts[0], position_parts[0]
@@ -215,7 +216,7 @@ class SeedFilter:
                 _kmer_keys(self.index.text(after.start, before.start + before.length - after.start), length)
                 for before, after in zip(blocks, blocks[1:])
             ]
-            self._overlap_tables[length] = np.unique(np.concatenate(keys), return_counts=True)
+            self._overlap_tables[length] = unique(np.concatenate(keys), return_counts=True)
         table_keys, table_counts = self._overlap_tables[length]
         if len(table_keys) == 0:
             return np.zeros(len(seeds.read), dtype=np.int64)
@@ -271,7 +272,7 @@ class SeedFilter:
         # a microsatellite hits one window at several diagonals; it is still one piece of
         # evidence, as BWA-MEM weighs a chain by the read bases its seeds cover).
         window_of_hit = np.cumsum(opens) - 1
-        evidence = np.unique(window_of_hit * (shift + 1) + read_offset)
+        evidence = unique(window_of_hit * (shift + 1) + read_offset)
         seeds_in_window = np.bincount(evidence // (shift + 1), minlength=len(first))
         windows = Windows(read, reverse, start, end, seeds_in_window)
         return self._keep_best(windows)
