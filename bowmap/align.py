@@ -139,7 +139,7 @@ def best_two(
 class DeviceWorker:
     """One device command queue's kernels and buffers: used by one thread at a time."""
 
-    def __init__(self, index, reference_text, device, device_blocks, options: AlignOptions, scoring):
+    def __init__(self, index, reference_text, device, device_blocks, device_text, options: AlignOptions, scoring):
         from bowmap.fm_search import FMSearch
         from bowmap.seed_filter import SeedFilter
         from bowmap.smith_waterman import SmithWaterman
@@ -152,6 +152,7 @@ class DeviceWorker:
         # neither waits behind the other's kernels.
         self.seed_filter = SeedFilter(index, device_blocks, FMSearch(device, device.queue()), options.seed)
         self.smith_waterman = SmithWaterman(device, scoring, device.queue())
+        self.device_text = device_text  # the packed reference on the device: windows are read there
 
     def seed(self, chunk):
         return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets)
@@ -161,7 +162,7 @@ class DeviceWorker:
         from bowmap.sam_output import format_chunk
 
         chunk, windows = item
-        alignments = extend_chunk(self.index, self.smith_waterman, chunk, windows, self.scoring, self.options)
+        alignments = extend_chunk(self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options)
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
         return text, chunk.count, int(alignments.mapped.sum())
@@ -183,12 +184,14 @@ class ProcessWorker:
         from bowmap.devices import context_for
         from bowmap.fm_search import DeviceBlock
         from bowmap.index import load_index
+        from bowmap.smith_waterman import PackedText
         from bowmap.sam_output import ReferenceText
 
         index = load_index(self.options.index, verify=False)
         device = context_for(self.device_indices[rank % len(self.device_indices)])
         blocks = [DeviceBlock(device, block) for block in index.blocks]
-        worker = DeviceWorker(index, ReferenceText.from_index(index), device, blocks, self.options, self.scoring)
+        text = PackedText.from_index(device, index)
+        worker = DeviceWorker(index, ReferenceText.from_index(index), device, blocks, text, self.options, self.scoring)
         return lambda chunk: worker.extend(worker.seed(chunk))
 
 
@@ -206,7 +209,7 @@ def default_processes(device_infos) -> int:
     return max(1, cores - 1)
 
 
-def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions):
+def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions):
     """Smith-Waterman over every candidate window, then the traceback of each read's best."""
     from bowmap.sam_output import NO_SCORE, ChunkAlignments
 
@@ -216,8 +219,9 @@ def extend_chunk(index, smith_waterman, chunk, windows: Windows, scoring, option
     read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
     read_lengths = np.concatenate((lengths, lengths))
     window_lengths = windows.end - windows.start
-    window_codes = index.spans(windows.start, window_lengths)
-    window_offsets = np.cumsum(window_lengths) - window_lengths
+    # Windows are (text position, length): the kernels read their bases from the packed text
+    # on the device, so none are gathered here or copied over.
+    window_codes, window_offsets = device_text, windows.start
     pair_reads = windows.read + count * windows.reverse
     pair_windows = np.arange(len(windows))
     inputs = (read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths)
@@ -265,7 +269,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.pipeline import run_processes, run_serial, run_threaded
     from bowmap.reader import read_chunks
     from bowmap.sam_output import ReferenceText, SamWriter, sam_header
-    from bowmap.smith_waterman import Scoring
+    from bowmap.smith_waterman import PackedText, Scoring
 
     started = time.perf_counter()
     scoring = options.scoring or Scoring(end_to_end=options.end_to_end)
@@ -280,6 +284,7 @@ def run_align(options: AlignOptions) -> dict:
         if options.serial:
             device_infos = device_infos[:1]
         needed = sum(block.occ.nbytes + block.marks.nbytes + block.samples.nbytes for block in index.blocks)
+        needed += index.packed.nbytes + (index.total_length // 8 if len(index.ambiguous_starts) else 0)  # PackedText
         for info in device_infos:
             if needed > info.global_memory:
                 raise BowmapError(
@@ -294,8 +299,11 @@ def run_align(options: AlignOptions) -> dict:
             for info in device_infos:
                 device = context_for(info.index)
                 device_blocks = [DeviceBlock(device, block) for block in index.blocks]
+                device_text = PackedText.from_index(device, index)
                 queues = 1 if options.serial else options.queues_per_device
-                workers += [DeviceWorker(index, reference_text, device, device_blocks, options, scoring) for _ in range(queues)]
+                workers += [
+                    DeviceWorker(index, reference_text, device, device_blocks, device_text, options, scoring) for _ in range(queues)
+                ]
             layout = f"{len(workers)} worker queue pair(s)"
         else:
             layout = f"{processes} worker processes"

@@ -104,6 +104,48 @@ def _as_u32(array, what: str) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.uint32)
 
 
+class PackedText:
+    """A reference text on one device, 2 bits a base (the index's packed form, first base in
+    the low bits), with a bit a base marking the ambiguous ones when there are any. Given as
+    ``window_codes``, windows are (text position, length) pairs read by the kernels on the
+    device: no window bases are gathered on the host or copied in."""
+
+    def __init__(self, device: DeviceContext, packed: np.ndarray, length: int, ambiguous_starts=(), ambiguous_lengths=()):
+        mf = cl.mem_flags
+        packed = np.ascontiguousarray(packed, dtype=np.uint8)
+        if len(packed) * 4 < length:
+            raise ValueError("packed text shorter than its length")
+        self.length = int(length)
+        self.buffer = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=packed if len(packed) else np.zeros(1, np.uint8))
+        starts = np.asarray(ambiguous_starts, dtype=np.int64)
+        self.masked = len(starts) > 0
+        mask = np.zeros(1, dtype=np.uint8)
+        if self.masked:
+            mask = np.zeros(-(-self.length // 8), dtype=np.uint8)
+            for start, run in zip(starts.tolist(), np.asarray(ambiguous_lengths, dtype=np.int64).tolist()):  # a few runs
+                _set_bits(mask, start, start + run)
+        self.ambiguous = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=mask)
+
+    @classmethod
+    def from_index(cls, device: DeviceContext, index) -> PackedText:
+        return cls(device, index.packed, index.total_length, index.ambiguous_starts, index.ambiguous_lengths)
+
+
+def _set_bits(mask: np.ndarray, start: int, end: int) -> None:
+    """Set bits start .. end - 1 of a little-endian bit array (bit p: bit p % 8 of byte p // 8)."""
+    if start >= end:
+        return
+    first, last = start // 8, (end - 1) // 8
+    low = (0xFF << (start % 8)) & 0xFF
+    high = 0xFF >> (7 - (end - 1) % 8)
+    if first == last:
+        mask[first] |= low & high
+        return
+    mask[first] |= low
+    mask[first + 1 : last] = 0xFF
+    mask[last] |= high
+
+
 @dataclass
 class _Pairs:
     """Checked inputs, with the pairs in launch order (longest first, so a wavefront's pairs
@@ -112,8 +154,8 @@ class _Pairs:
     read_codes: np.ndarray
     read_offsets: np.ndarray
     read_lengths: np.ndarray
-    window_codes: np.ndarray
-    window_offsets: np.ndarray
+    window_codes: np.ndarray | PackedText
+    window_offsets: np.ndarray  # uint64
     window_lengths: np.ndarray
     pair_reads: np.ndarray  # in launch order
     pair_windows: np.ndarray
@@ -125,12 +167,19 @@ class _Pairs:
 def _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows) -> _Pairs:
     codes = []
     for what, array in (("read codes", read_codes), ("window codes", window_codes)):
+        if isinstance(array, PackedText):
+            codes.append(array)
+            continue
         array = np.asarray(array)
         if array.ndim != 1:
             raise ValueError(f"{what} must be one-dimensional")
         codes.append(np.ascontiguousarray(array, dtype=np.uint8))
     read_offsets, read_lengths = _as_u32(read_offsets, "read offsets"), _as_u32(read_lengths, "read lengths")
-    window_offsets, window_lengths = _as_u32(window_offsets, "window offsets"), _as_u32(window_lengths, "window lengths")
+    window_offsets = np.asarray(window_offsets)
+    if window_offsets.ndim != 1 or (window_offsets.size and window_offsets.min() < 0):
+        raise ValueError("window offsets must be one-dimensional and not negative")
+    window_offsets = np.ascontiguousarray(window_offsets, dtype=np.uint64)
+    window_lengths = _as_u32(window_lengths, "window lengths")
     pair_reads, pair_windows = _as_u32(pair_reads, "pair reads"), _as_u32(pair_windows, "pair windows")
     for what, offsets, lengths, sequence_codes in (
         ("read", read_offsets, read_lengths, codes[0]),
@@ -138,7 +187,8 @@ def _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets,
     ):
         if len(offsets) != len(lengths):
             raise ValueError(f"{what} offsets and lengths differ in size")
-        if len(lengths) and int(np.add(offsets, lengths, dtype=np.uint64).max()) > len(sequence_codes):
+        available = sequence_codes.length if isinstance(sequence_codes, PackedText) else len(sequence_codes)
+        if len(lengths) and int(np.add(offsets, lengths, dtype=np.uint64).max()) > available:
             raise ValueError(f"a {what} reaches past the end of its codes")
         if len(lengths) and int(lengths.max()) > LONGEST_SEQUENCE:
             raise ValueError(f"a {what} is longer than {LONGEST_SEQUENCE} bases")
@@ -178,7 +228,7 @@ class SmithWaterman:
         self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
         mf = cl.mem_flags
         context = device.context
-        self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(8)]
+        self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(9)]
         self._group_inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(3)]
         self._boundary = ReusedBuffer(context, mf.READ_WRITE)
         self._directions = ReusedBuffer(context, mf.READ_WRITE)
@@ -189,12 +239,19 @@ class SmithWaterman:
 
     # ------------------------------------------------------------ set-up
 
-    def _kernel(self, name: str, wide: bool):
-        kernels = self._kernels.get(wide)
+    def _kernel(self, name: str, wide: bool, windows=None):
+        """The kernel for 16- or 32-bit boundary scores and for window codes given as bytes or
+        as a PackedText (with or without an ambiguity mask)."""
+        packed = isinstance(windows, PackedText)
+        key = (wide, packed, packed and windows.masked)
+        kernels = self._kernels.get(key)
         if kernels is None:
-            options = self.scoring.build_options() + (f"-DREAD_TILE={self.read_tile}", f"-DWIDE_BOUNDARY={int(wide)}")
+            options = self.scoring.build_options() + (
+                f"-DREAD_TILE={self.read_tile}", f"-DWIDE_BOUNDARY={int(wide)}",
+                f"-DPACKED_WINDOWS={int(packed)}", f"-DAMBIGUOUS_MASK={int(key[2])}",
+            )
             program = self.device.program(SOURCE, options)
-            kernels = self._kernels[wide] = {"sw_score": cl.Kernel(program, "sw_score"), "sw_traceback": cl.Kernel(program, "sw_traceback")}
+            kernels = self._kernels[key] = {"sw_score": cl.Kernel(program, "sw_score"), "sw_traceback": cl.Kernel(program, "sw_traceback")}
             for kernel_name in ("sw_score", "sw_traceback"):
                 kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name])
         return kernels[name], kernels["group_" + name]
@@ -216,8 +273,17 @@ class SmithWaterman:
         return 5 * self.read_tile * 2 * group
 
     def _upload_sequences(self, pairs: _Pairs):
-        arrays = (pairs.read_codes, pairs.read_offsets, pairs.read_lengths, pairs.window_codes, pairs.window_offsets, pairs.window_lengths)
-        return [staging.upload(self.queue, array) for staging, array in zip(self._inputs, arrays)]
+        """Buffers of the kernels' first seven arguments: read codes, offsets and lengths, window
+        codes (or the packed text), offsets and lengths, and the ambiguity mask."""
+        windows = pairs.window_codes
+        arrays = (pairs.read_codes, pairs.read_offsets, pairs.read_lengths, windows, pairs.window_offsets, pairs.window_lengths)
+        buffers = [
+            array.buffer if isinstance(array, PackedText) else staging.upload(self.queue, array)
+            for staging, array in zip(self._inputs, arrays)
+        ]
+        if isinstance(windows, PackedText):
+            return buffers + [windows.ambiguous]
+        return buffers + [self._inputs[8].at_least(1)]
 
     def _launches(self, count: int, group: int, columns: np.ndarray, boundary_element: int, extra_bytes=None):
         """Split the launch order into launches of whole work-groups whose scratch fits
@@ -255,7 +321,7 @@ class SmithWaterman:
         if count == 0:
             return results[0], results[1], results[2]
         wide = self.scoring.needs_wide_scores(int(pairs.m[0]), int(pairs.n.max()))
-        kernel, group = self._kernel("sw_score", wide)
+        kernel, group = self._kernel("sw_score", wide, pairs.window_codes)
         element = 8 if wide else 4
         sequences = self._upload_sequences(pairs)
         launched = np.zeros((3, count), dtype=np.int32)
@@ -294,7 +360,7 @@ class SmithWaterman:
             empty = np.zeros(0, dtype=np.int32)
             return empty, empty, empty, empty, empty, np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32)
         wide = self.scoring.needs_wide_scores(int(pairs.m[0]), int(pairs.n.max()))
-        kernel, group = self._kernel("sw_traceback", wide)
+        kernel, group = self._kernel("sw_traceback", wide, pairs.window_codes)
         element = 8 if wide else 4
         word = self.read_tile // 2  # bytes of one (tile, column) direction word
         tiles = -(-pairs.m // self.read_tile)

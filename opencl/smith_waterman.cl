@@ -31,7 +31,12 @@
  * Buffers:
  *   read_codes, window_codes  uchar[]: 0..3 = A,C,G,T; 4 or more = ambiguous (N), which scores
  *                    -AMBIGUOUS against anything. Read r is read_codes[read_offsets[r] + 0 ..
- *                    read_lengths[r]), window w likewise.
+ *                    read_lengths[r]), window w likewise (window_offsets are ulong).
+ *                    With PACKED_WINDOWS, window_codes is the reference text itself, 2 bits a
+ *                    base (first base in the low bits), window w its bases window_offsets[w] ..
+ *                    + window_lengths[w]: windows are read on the device, never copied in. With
+ *                    AMBIGUOUS_MASK too, bit p of `ambiguous` (bit p % 8 of byte p / 8) marks an
+ *                    ambiguous text base p, which reads as 4 whatever its 2-bit stand-in.
  *   pair_reads, pair_windows  uint[count]: pair gid aligns read pair_reads[gid] to window
  *                    pair_windows[gid].
  *   boundary         BOUNDARY_T[(max window length + 1) * stride]: column j of work-item gid at
@@ -55,6 +60,12 @@
 
 #ifndef READ_TILE
 #define READ_TILE 16
+#endif
+#ifndef PACKED_WINDOWS
+#define PACKED_WINDOWS 0
+#endif
+#ifndef AMBIGUOUS_MASK
+#define AMBIGUOUS_MASK 0
 #endif
 #define PROFILE_WORDS (READ_TILE / 2)
 #define OPEN_EXTEND (GAP_OPEN + GAP_EXTEND)
@@ -94,6 +105,22 @@ inline int substitution(uint read_code, uint window_code)
     return (read_code > 3u || window_code > 3u) ? -AMBIGUOUS : read_code == window_code ? MATCH : -MISMATCH;
 }
 
+/* The code (0..4) of base p of a window's sequence: a byte of window_codes, or 2 bits of the
+ * packed text (and its ambiguity bit). */
+inline uint window_base(__global const uchar *window_codes, __global const uchar *ambiguous, ulong p)
+{
+#if PACKED_WINDOWS
+    uint code = (window_codes[p >> 2] >> ((uint)(p & 3) << 1)) & 3u;
+#if AMBIGUOUS_MASK
+    if ((ambiguous[p >> 3] >> (uint)(p & 7)) & 1u)
+        code = 4u;
+#endif
+    return code;
+#else
+    return min((uint)window_codes[p], 4u);
+#endif
+}
+
 /* H[i][0] for i >= 1 (and row 0 when i = 0). */
 inline int first_column(uint i)
 {
@@ -114,7 +141,8 @@ typedef struct {
  * tile (rows may be short of READ_TILE; it writes no boundary). Inlined with literal `record`
  * and, for full tiles, literal rows, so the masks and the direction code fold away. */
 inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
-                       __global const uchar *read, __global const uchar *window, uint n,
+                       __global const uchar *read, __global const uchar *window_codes,
+                       __global const uchar *ambiguous, ulong window_start, uint n,
                        __global BOUNDARY_T *boundary, uint stride, uint gid,
                        __local short2 *profile, uint local_size,
                        __global DIRECTION_T *directions, uint direction_columns,
@@ -141,7 +169,7 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
     }
     int diagonal_top = first_column(i0) - OPEN_EXTEND;  /* H[i0][j - 1] - OPEN_EXTEND */
     for (uint j = 1; j <= n; ++j) {
-        uint window_code = min((uint)window[j - 1], 4u);
+        uint window_code = window_base(window_codes, ambiguous, window_start + j - 1);
         int up, f;  /* up: H of the row above, minus OPEN_EXTEND; f: its F */
         if (tile == 0) {
             up = -OPEN_EXTEND;
@@ -222,7 +250,8 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
     }
 }
 
-inline Best sweep(const bool record, __global const uchar *read, uint m, __global const uchar *window, uint n,
+inline Best sweep(const bool record, __global const uchar *read, uint m, __global const uchar *window_codes,
+                  __global const uchar *ambiguous, ulong window_start, uint n,
                   __global BOUNDARY_T *boundary, uint stride, uint gid, __local short2 *profile, uint local_size,
                   __global DIRECTION_T *directions, uint direction_columns)
 {
@@ -237,17 +266,20 @@ inline Best sweep(const bool record, __global const uchar *read, uint m, __globa
     best.window_end = 0;
     uint tiles = (m + READ_TILE - 1) / READ_TILE;
     for (uint tile = 0; tile + 1 < tiles; ++tile)
-        sweep_tile(tile, READ_TILE, false, record, read, window, n, boundary, stride, gid, profile, local_size,
+        sweep_tile(tile, READ_TILE, false, record, read, window_codes, ambiguous, window_start, n, boundary, stride, gid,
+                   profile, local_size,
                    directions, direction_columns, &best);
     if (tiles > 0)
-        sweep_tile(tiles - 1, m - (tiles - 1) * READ_TILE, true, record, read, window, n, boundary, stride, gid,
+        sweep_tile(tiles - 1, m - (tiles - 1) * READ_TILE, true, record, read, window_codes, ambiguous, window_start, n,
+                   boundary, stride, gid,
                    profile, local_size, directions, direction_columns, &best);
     return best;
 }
 
 __kernel void sw_score(__global const uchar *read_codes, __global const uint *read_offsets,
                        __global const uint *read_lengths, __global const uchar *window_codes,
-                       __global const uint *window_offsets, __global const uint *window_lengths,
+                       __global const ulong *window_offsets, __global const uint *window_lengths,
+                       __global const uchar *ambiguous,
                        __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
                        __global BOUNDARY_T *boundary, __local short2 *profile, __global int *results)
 {
@@ -256,8 +288,8 @@ __kernel void sw_score(__global const uchar *read_codes, __global const uint *re
         return;
     uint local_size = get_local_size(0);
     uint read = pair_reads[gid], window = pair_windows[gid];
-    Best best = sweep(false, read_codes + read_offsets[read], read_lengths[read], window_codes + window_offsets[window],
-                      window_lengths[window], boundary, get_global_size(0), gid, profile + get_local_id(0), local_size,
+    Best best = sweep(false, read_codes + read_offsets[read], read_lengths[read], window_codes, ambiguous,
+                      window_offsets[window], window_lengths[window], boundary, get_global_size(0), gid, profile + get_local_id(0), local_size,
                       0, 0);
     results[gid] = best.score;
     results[count + gid] = (int)best.read_end;
@@ -279,7 +311,8 @@ inline void push_op(__global uint *cigar, uint *used, uint *run_op, uint *run_le
 
 __kernel void sw_traceback(__global const uchar *read_codes, __global const uint *read_offsets,
                            __global const uint *read_lengths, __global const uchar *window_codes,
-                           __global const uint *window_offsets, __global const uint *window_lengths,
+                           __global const ulong *window_offsets, __global const uint *window_lengths,
+                           __global const uchar *ambiguous,
                            __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
                            __global BOUNDARY_T *boundary, __local short2 *profile,
                            __global DIRECTION_T *directions, __global const ulong *direction_offsets,
@@ -294,7 +327,7 @@ __kernel void sw_traceback(__global const uchar *read_codes, __global const uint
     uint m = read_lengths[read];
     __global DIRECTION_T *mine = directions + direction_offsets[group] + lid;
     uint columns = direction_columns[group];
-    Best best = sweep(true, read_codes + read_offsets[read], m, window_codes + window_offsets[window],
+    Best best = sweep(true, read_codes + read_offsets[read], m, window_codes, ambiguous, window_offsets[window],
                       window_lengths[window], boundary, get_global_size(0), gid, profile + lid, local_size,
                       mine, columns);
 

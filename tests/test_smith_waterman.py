@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bowmap.index_format import pack_2bit
 from bowmap.references import smith_waterman as reference
 from bowmap.smith_waterman import (
     OP_D,
     OP_I,
     OP_M,
     OP_S,
+    PackedText,
     Scoring,
     SmithWaterman,
     cigar_string,
@@ -249,3 +251,41 @@ def test_rejects_bad_input(device):
             Scoring(**bad)
     empty = aligner.traceback(codes, [0], [5], codes, [0], [5], [], [])
     assert all(len(array) == 0 for array in empty)
+
+
+@pytest.mark.parametrize("scoring", SCORINGS[:2], ids=["local", "end_to_end"])
+@pytest.mark.parametrize("ambiguous_runs", [0, 9])
+def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguous_runs):
+    """Windows given as text positions in a PackedText equal the same windows given as bytes
+    (ambiguous bases, marked only by the mask, reading 4), at any offset in a packed byte."""
+    rng = np.random.default_rng(ambiguous_runs + 10 * scoring.end_to_end)
+    length = 5_003
+    text = rng.integers(0, 4, length).astype(np.uint8)
+    starts = np.sort(rng.choice(np.arange(0, length - 20, 25), ambiguous_runs, replace=False)).astype(np.int64)
+    runs = rng.integers(1, 20, ambiguous_runs).astype(np.int64)
+    codes = text.copy()
+    for start, run in zip(starts, runs):
+        codes[start : start + run] = 4
+    packed = PackedText(device, pack_2bit(text), length, starts, runs)  # stand-ins under the N runs
+    count = 97
+    window_lengths = rng.integers(0, 230, count).astype(np.int64)
+    window_lengths[:3] = [0, 1, 229]
+    window_starts = rng.integers(0, length - window_lengths + 1)
+    window_starts[-1] = length - window_lengths[-1]  # the text's very end
+    read_lengths = rng.integers(1, 160, count).astype(np.int64)
+    reads = [mutate(rng, codes[s : s + min(n, m)]) if n else rng.integers(0, 4, m).astype(np.uint8)
+             for s, n, m in zip(window_starts, window_lengths, read_lengths)]
+    read_lengths = np.array([len(r) for r in reads], dtype=np.int64)
+    read_codes = np.concatenate(reads)
+    read_offsets = np.cumsum(read_lengths) - read_lengths
+    gathered = np.concatenate([codes[s : s + n] for s, n in zip(window_starts, window_lengths)])
+    gathered_offsets = np.cumsum(window_lengths) - window_lengths
+    pairs = (np.arange(count), np.arange(count))
+    aligner = SmithWaterman(device, scoring)
+    as_bytes = (read_codes, read_offsets, read_lengths, gathered, gathered_offsets, window_lengths, *pairs)
+    from_text = (read_codes, read_offsets, read_lengths, packed, window_starts, window_lengths, *pairs)
+    assert_same(aligner.best(*from_text), aligner.best(*as_bytes), ("score", "read_end", "window_end"))
+    assert_same(aligner.best(*from_text), reference.best(scoring, *as_bytes), ("score", "read_end", "window_end"))
+    assert_same(aligner.traceback(*from_text), reference.traceback(scoring, *as_bytes), TRACE_NAMES)
+    with pytest.raises(ValueError, match="past the end"):
+        aligner.best(read_codes, read_offsets, read_lengths, packed, window_starts + 1_000, window_lengths, *pairs)
