@@ -31,7 +31,7 @@ class AlignOptions:
     reads: str
     output: str | None = None  # None or "-": stdout; *.bam: BAM
     devices: str | None = None
-    queues_per_device: int = 2
+    queues_per_device: int | None = None  # None: 2 with one process, 1 a worker process
     processes: int | None = None  # worker processes; None: see default_processes
     end_to_end: bool = False
     seed: SeedOptions = field(default_factory=SeedOptions)
@@ -172,13 +172,15 @@ class ProcessWorker:
     """Starts one worker process's aligner (picklable: it travels to the spawned process).
 
     Process ``rank`` maps with device ``device_indices[rank % len(device_indices)]``, its own
-    context, copy of the index blocks on the device and one queue pair; the index files are
-    mapped, not read, so the processes share their pages (the parent checked them already)."""
+    context, copy of the index blocks on the device and ``queues_per_device`` queue pairs (one:
+    chunks mapped one after the other; more: in threads, as in one process); the index files
+    are mapped, not read, so the processes share their pages (the parent checked them already)."""
 
-    def __init__(self, options: AlignOptions, scoring, device_indices: list[int]):
+    def __init__(self, options: AlignOptions, scoring, device_indices: list[int], queues: int):
         self.options = options
         self.scoring = scoring
         self.device_indices = device_indices
+        self.queues = queues
 
     def __call__(self, rank: int):
         from bowmap.devices import context_for
@@ -191,8 +193,12 @@ class ProcessWorker:
         device = context_for(self.device_indices[rank % len(self.device_indices)])
         blocks = [DeviceBlock(device, block) for block in index.blocks]
         text = PackedText.from_index(device, index)
-        worker = DeviceWorker(index, ReferenceText.from_index(index), device, blocks, text, self.options, self.scoring)
-        return lambda chunk: worker.extend(worker.seed(chunk))
+        reference_text = ReferenceText.from_index(index)
+        workers = [
+            DeviceWorker(index, reference_text, device, blocks, text, self.options, self.scoring)
+            for _ in range(self.queues)
+        ]
+        return [[worker.seed for worker in workers], [worker.extend for worker in workers]]
 
 
 def default_processes(device_infos) -> int:
@@ -300,13 +306,13 @@ def run_align(options: AlignOptions) -> dict:
                 device = context_for(info.index)
                 device_blocks = [DeviceBlock(device, block) for block in index.blocks]
                 device_text = PackedText.from_index(device, index)
-                queues = 1 if options.serial else options.queues_per_device
+                queues = 1 if options.serial else options.queues_per_device or 2
                 workers += [
                     DeviceWorker(index, reference_text, device, device_blocks, device_text, options, scoring) for _ in range(queues)
                 ]
             layout = f"{len(workers)} worker queue pair(s)"
         else:
-            layout = f"{processes} worker processes"
+            layout = f"{processes} worker processes, {options.queues_per_device or 1} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
         totals = {"reads": 0, "mapped": 0}
         mapping_started = time.perf_counter()
@@ -323,7 +329,8 @@ def run_align(options: AlignOptions) -> dict:
             worker = workers[0]
             run_serial(chunks, [worker.seed, worker.extend], write)
         elif processes > 1:
-            run_processes(chunks, ProcessWorker(options, scoring, [info.index for info in device_infos]), write, processes)
+            starter = ProcessWorker(options, scoring, [info.index for info in device_infos], options.queues_per_device or 1)
+            run_processes(chunks, starter, write, processes)
         else:
             run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
         success = True

@@ -143,9 +143,31 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
 # ------------------------------------------------------------------------------------ processes
 
 
+def _threaded_worker(stages: list[list[Callable]], inbox, outbox) -> None:
+    """One worker process's chunks through :func:`run_threaded` (several queue pairs in one
+    process: one thread's host work overlaps another's wait for the device). Chunks are
+    renumbered in the order this process receives them, results sent with their own numbers."""
+    import collections
+    import dataclasses
+
+    numbers: collections.deque = collections.deque()
+
+    def chunks():
+        local = 0
+        while (item := inbox.get()) is not None:
+            number, chunk = item
+            numbers.append(number)
+            yield dataclasses.replace(chunk, number=local)
+            local += 1
+
+    run_threaded(chunks(), stages, lambda result: outbox.put(("result", numbers.popleft(), result)))
+
+
 def _worker_process(start_worker: Callable, rank: int, inbox, outbox) -> None:
     """A worker process's body: ``start_worker(rank)`` makes the callable that turns a chunk into
-    its result; chunks come from ``inbox`` until the end marker, results go to ``outbox``."""
+    its result, or the stages' workers (lists of callables, applied in turn; with several
+    workers a stage they run in threads); chunks come from ``inbox`` until the end marker,
+    results go to ``outbox``."""
     import signal
     import traceback
 
@@ -161,10 +183,17 @@ def _worker_process(start_worker: Callable, rank: int, inbox, outbox) -> None:
         profiler = cProfile.Profile()
         profiler.enable()
     try:
-        work = start_worker(rank)
-        while (item := inbox.get()) is not None:
-            number, chunk = item
-            outbox.put(("result", number, work(chunk)))
+        stages = start_worker(rank)
+        if callable(stages):
+            stages = [[stages]]
+        if all(len(workers) == 1 for workers in stages):
+            while (item := inbox.get()) is not None:
+                number, chunk = item
+                for workers in stages:
+                    chunk = workers[0](chunk)
+                outbox.put(("result", number, chunk))
+        else:
+            _threaded_worker(stages, inbox, outbox)
         if profiler is not None:
             profiler.dump_stats(os.path.join(profile_folder, f"worker{rank}.prof"))
         outbox.put(("done", rank, None))

@@ -41,3 +41,13 @@ class FailAt:
 class FailsToStart:
     def __call__(self, rank: int):
         raise BowmapError("device 7: no such device")
+
+
+def plus_one(result):
+    number, value, pid = result
+    return number, value + 1, pid
+
+
+class ThreadedSquares:
+    def __call__(self, rank: int):
+        return [[square] * 3, [plus_one] * 2]

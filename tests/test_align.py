@@ -93,6 +93,7 @@ def test_output_is_identical_whatever_the_threads_processes_queues_and_blocks(in
         ("many-blocks", indexes[1], ["--queues-per-device", "3", "--chunk-bases", "20000"]),
         ("processes", indexes[0], ["--processes", "3", "--chunk-bases", "7000"]),
         ("processes-blocks", indexes[1], ["-p", "2", "--chunk-bases", "20000"]),
+        ("processes-queues", indexes[1], ["-p", "2", "--queues-per-device", "3", "--chunk-bases", "9000"]),
     ):
         out = tmp_path / f"{name}.sam"
         code, _, err = run(capsys, "-q", "align", prefix, READS, "-o", out, "--devices", "cpu", *extra)

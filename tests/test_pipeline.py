@@ -132,3 +132,10 @@ def test_a_bad_record_stops_the_processes():
 
     with pytest.raises(BowmapError, match="bad record"):
         run_processes(chunks(), process_workers.Squares(), lambda result: None, 2)
+
+
+def test_processes_with_threaded_stages_keep_input_order():
+    chunks = [Chunk(number, number * 5 % 11) for number in range(50)]
+    out = []
+    run_processes(chunks, process_workers.ThreadedSquares(), out.append, 2, queue_size=2)
+    assert [value for _, value, _ in out] == [c.value**2 + 1 for c in chunks]  # in input order

@@ -24,8 +24,9 @@ def add_parser(subparsers):
         "(default: one per CPU core but one with GPUs, where the host's work limits speed; 1 with a CPU device)",
     )
     parser.add_argument(
-        "--queues-per-device", type=int, default=2, metavar="N",
-        help="with one process: command queues (and worker thread pairs) per device (default 2)",
+        "--queues-per-device", type=int, metavar="N",
+        help="command queues (and seed/Smith-Waterman thread pairs) per device in each process "
+        "(default: 2 with one process, 1 in each of several)",
     )
     parser.add_argument("--end-to-end", action="store_true", help="align whole reads (default: local, with soft clipping)")
     parser.add_argument("--min-score", type=int, metavar="S", help="report alignments scoring at least S (default: 30 local, half a perfect score end-to-end)")
@@ -55,7 +56,9 @@ def run(args) -> int:
 
     if args.processes is not None and args.processes < 1:
         raise UsageError("--processes must be at least 1")
-    for name in ("queues_per_device", "match", "seed_length", "positions_per_read", "windows_per_read", "chunk_bases"):
+    if args.queues_per_device is not None and args.queues_per_device < 1:
+        raise UsageError("--queues-per-device must be at least 1")
+    for name in ("match", "seed_length", "positions_per_read", "windows_per_read", "chunk_bases"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if args.mismatch < 1:
