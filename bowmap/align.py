@@ -201,6 +201,31 @@ class ProcessWorker:
         return [[worker.seed for worker in workers], [worker.extend for worker in workers]]
 
 
+class _Background:
+    """``function(*args)`` run in a daemon thread; :meth:`result` waits and re-raises its error."""
+
+    def __init__(self, function, *args):
+        import threading
+
+        self._error: BaseException | None = None
+        self._value = None
+
+        def body():
+            try:
+                self._value = function(*args)
+            except BaseException as error:  # noqa: BLE001 - raised again by result()
+                self._error = error
+
+        self._thread = threading.Thread(target=body, daemon=True)
+        self._thread.start()
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def default_processes(device_infos) -> int:
     """Worker processes when ``--processes`` is not given: with GPUs, one per CPU core this
     process may use but one (kept for reading and writing), since the host's share of the work
@@ -271,7 +296,7 @@ def run_align(options: AlignOptions) -> dict:
 
     from bowmap.devices import context_for, list_devices, parse_device_spec
     from bowmap.fm_search import DeviceBlock
-    from bowmap.index import load_index
+    from bowmap.index import load_index, verify_index
     from bowmap.pipeline import run_processes, run_serial, run_threaded
     from bowmap.reader import read_chunks
     from bowmap.sam_output import ReferenceText, SamWriter, sam_header
@@ -279,7 +304,10 @@ def run_align(options: AlignOptions) -> dict:
 
     started = time.perf_counter()
     scoring = options.scoring or Scoring(end_to_end=options.end_to_end)
-    index = load_index(options.index)
+    # Mapped, not read: the checksums are checked by a helper thread while the workers start,
+    # and no chunk goes to a worker before they all match (see verified_chunks below).
+    index = load_index(options.index, verify=False)
+    verification = _Background(verify_index, index)
     log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
     header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
     writer = SamWriter(options.output, header)  # fails now, before any work, if it cannot write
@@ -324,7 +352,12 @@ def run_align(options: AlignOptions) -> dict:
             totals["mapped"] += mapped
             bar.update(reads)
 
-        chunks = read_chunks(options.reads, options.chunk_bases, index.max_read_length)
+        def verified_chunks():
+            verification.result()
+            log.info("index checksums match [%.2f s]", time.perf_counter() - started)
+            yield from read_chunks(options.reads, options.chunk_bases, index.max_read_length)
+
+        chunks = verified_chunks()
         if options.serial:
             worker = workers[0]
             run_serial(chunks, [worker.seed, worker.extend], write)

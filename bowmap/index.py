@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap.errors import BowmapError
-from bowmap.files import read_bytes
+from bowmap.files import open_for_reading, read_bytes
 from bowmap.index_format import (
     FORMAT_VERSION,
     MAGIC,
@@ -190,6 +190,23 @@ def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: 
         return np.empty(shape, dtype=dtype)
     # A plain array over the mapping: indexing a np.memmap subclass costs far more per call.
     return np.memmap(path, dtype=dtype, mode="r", shape=shape).view(np.ndarray)
+
+
+def verify_index(index: FMIndex) -> None:
+    """Check the SHA-256 of every file of a loaded index (as ``load_index(verify=True)`` does),
+    reading each file in pieces: meant for a helper thread (hashlib lets other threads run)
+    while worker processes start, given an index loaded with ``verify=False``."""
+    folder = os.path.dirname(os.path.abspath(index.prefix))
+    entries = [index.manifest["files"]["pac"]] + [entry for block in index.manifest["blocks"] for entry in block["files"].values()]
+    for entry in entries:
+        path = os.path.join(folder, entry["name"])
+        with open_for_reading(path, missing="index file missing (rebuild the index with `bowmap index`)") as handle:
+            try:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            except OSError as error:
+                raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+        if digest != entry["sha256"]:
+            raise BowmapError(f"{path}: index file corrupted (SHA-256 does not match the manifest)")
 
 
 def read_manifest(prefix: str) -> dict:

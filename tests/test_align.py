@@ -250,3 +250,17 @@ def test_a_read_inside_a_tandem_repeat_gets_its_second_copy_as_second_best(tmp_p
     fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
     tags = dict(field.split(":", 1) for field in fields[11:])
     assert tags["AS"] == "i:120" and tags["XS"] == "i:120" and fields[4] == "0", fields[:6] + fields[11:]
+
+
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_a_corrupted_index_stops_the_run_before_any_output(tmp_path, capsys, processes):
+    prefix = tmp_path / "lambda"
+    assert main(["-q", "index", str(LAMBDA), str(prefix)]) == 0
+    occ = next(tmp_path.glob("lambda.0.occ"))
+    data = bytearray(occ.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    occ.write_bytes(bytes(data))
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", prefix, READS, "-o", out, "--devices", "cpu", "-p", processes)
+    assert code == 1 and "corrupted" in err.strip().splitlines()[-1] and "Traceback" not in err
+    assert not out.exists()
