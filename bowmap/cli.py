@@ -11,7 +11,9 @@ import importlib
 import logging
 import pkgutil
 import shlex
+import signal
 import sys
+import threading
 
 from bowmap import __version__, commands
 from bowmap.errors import BowmapError, UsageError
@@ -64,7 +66,25 @@ def _setup_logging() -> None:
         root.propagate = False
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled as ^C is (workers stopped, temporary output removed), exit code 143."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
+    try:
+        return _main(argv)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     _setup_logging()
     try:
         parser, runners = _build_parser()
@@ -78,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     except BowmapError as error:
         print(f"bowmap: error: {error}", file=sys.stderr)
         return error.exit_code
+    except Terminated:
+        print("bowmap: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("bowmap: interrupted", file=sys.stderr)
         return 130

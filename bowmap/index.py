@@ -189,7 +189,10 @@ def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: 
     if size == 0:
         return np.empty(shape, dtype=dtype)
     # A plain array over the mapping: indexing a np.memmap subclass costs far more per call.
-    return np.memmap(path, dtype=dtype, mode="r", shape=shape).view(np.ndarray)
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", shape=shape).view(np.ndarray)
+    except OSError as error:
+        raise BowmapError(f"{path}: cannot read ({error.strerror or error})") from None
 
 
 def verify_index(index: FMIndex) -> None:
@@ -201,10 +204,13 @@ def verify_index(index: FMIndex) -> None:
     for entry in entries:
         path = os.path.join(folder, entry["name"])
         with open_for_reading(path, missing="index file missing (rebuild the index with `bowmap index`)") as handle:
+            digest = hashlib.sha256()
             try:
-                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+                while piece := handle.read(1 << 22):
+                    digest.update(piece)
             except OSError as error:
                 raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+            digest = digest.hexdigest()
         if digest != entry["sha256"]:
             raise BowmapError(f"{path}: index file corrupted (SHA-256 does not match the manifest)")
 

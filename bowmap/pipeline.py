@@ -129,6 +129,8 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
     try:
         for thread in threads:
             while thread.is_alive():
+                if run.failed.is_set() and thread is threads[0]:
+                    break  # the reader may be blocked on its input: a daemon, left behind
                 thread.join(_POLL_SECONDS)
     except KeyboardInterrupt:
         run.fail(KeyboardInterrupt())
@@ -143,7 +145,28 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
 # ------------------------------------------------------------------------------------ processes
 
 
-def _threaded_worker(stages: list[list[Callable]], inbox, outbox) -> None:
+def _inbox_items(inbox, stop: threading.Event | None = None):
+    """(number, chunk) items from a worker's inbox until the end marker. Waits in short polls:
+    it ends (as if at the end) when ``stop`` is set, and exits the process when the parent has
+    died (a parent killed without clean-up must not leave workers holding device contexts)."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    while True:
+        try:
+            item = inbox.get(timeout=_POLL_SECONDS * 5)
+        except queue.Empty:
+            if stop is not None and stop.is_set():
+                return
+            if parent is not None and not parent.is_alive():
+                os._exit(1)
+            continue
+        if item is None:
+            return
+        yield item
+
+
+def _threaded_worker(stages: list[list[Callable]], inbox, send) -> None:
     """One worker process's chunks through :func:`run_threaded` (several queue pairs in one
     process: one thread's host work overlaps another's wait for the device). Chunks are
     renumbered in the order this process receives them, results sent with their own numbers."""
@@ -151,30 +174,39 @@ def _threaded_worker(stages: list[list[Callable]], inbox, outbox) -> None:
     import dataclasses
 
     numbers: collections.deque = collections.deque()
+    stop = threading.Event()  # set when run_threaded fails: its reader must not wait on the inbox
 
     def chunks():
-        local = 0
-        while (item := inbox.get()) is not None:
-            number, chunk = item
+        for local, (number, chunk) in enumerate(_inbox_items(inbox, stop)):
             numbers.append(number)
             yield dataclasses.replace(chunk, number=local)
-            local += 1
 
-    run_threaded(chunks(), stages, lambda result: outbox.put(("result", numbers.popleft(), result)))
+    try:
+        run_threaded(chunks(), stages, lambda result: send(("result", numbers.popleft(), result)))
+    finally:
+        stop.set()
 
 
-def _worker_process(start_worker: Callable, rank: int, inbox, outbox) -> None:
+def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
     """A worker process's body: ``start_worker(rank)`` makes the callable that turns a chunk into
     its result, or the stages' workers (lists of callables, applied in turn; with several
     workers a stage they run in threads); chunks come from ``inbox`` until the end marker,
-    results go to ``outbox``."""
+    results go to the ``results`` connection, this worker's own."""
     import signal
     import traceback
 
     from bowmap.errors import BowmapError
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and ends its workers
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked while starting
     number = -1
+    send_lock = threading.Lock()
+
+    def send(message):
+        with send_lock:
+            results.send(message)
+
     profile_folder = os.environ.get("BOWMAP_PROFILE")  # developers: cProfile each worker
     profiler = None
     if profile_folder:
@@ -187,21 +219,38 @@ def _worker_process(start_worker: Callable, rank: int, inbox, outbox) -> None:
         if callable(stages):
             stages = [[stages]]
         if all(len(workers) == 1 for workers in stages):
-            while (item := inbox.get()) is not None:
-                number, chunk = item
+            for number, chunk in _inbox_items(inbox):
                 for workers in stages:
                     chunk = workers[0](chunk)
-                outbox.put(("result", number, chunk))
+                send(("result", number, chunk))
         else:
-            _threaded_worker(stages, inbox, outbox)
+            _threaded_worker(stages, inbox, send)
         if profiler is not None:
             profiler.dump_stats(os.path.join(profile_folder, f"worker{rank}.prof"))
-        outbox.put(("done", rank, None))
+        send(("done", rank, None))
     # Failures travel as (message, is a user error): a user error's one line, or a traceback.
     except BowmapError as error:
-        outbox.put(("failed", number, (str(error), True)))
+        send(("failed", number, (str(error), True)))
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
-        outbox.put(("failed", number, (f"worker process {rank}:\n{traceback.format_exc()}", False)))
+        send(("failed", number, (f"worker process {rank}:\n{traceback.format_exc()}", False)))
+    finally:
+        results.close()
+
+
+def _start(workers) -> None:
+    """Start worker processes with SIGINT blocked, so a ^C while they start up (imports,
+    unpickling) reaches the parent alone; each worker ignores it, then unblocks it."""
+    import signal
+
+    masked = hasattr(signal, "pthread_sigmask")
+    if masked:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for worker in workers:
+            worker.start()
+    finally:
+        if masked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2) -> None:
@@ -212,19 +261,26 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     results) and returns the callable that turns a chunk into its result. Processes are spawned,
     never forked: a forked child of a process holding an OpenCL context is not safe. This
     process reads (a thread) and writes (the caller's thread); at most ``processes * (queue_size
-    + 2)`` chunks are in flight, so memory stays flat. The first failure stops every process; a
-    worker's user error is raised again here as :class:`bowmap.errors.BowmapError`.
+    + 2)`` chunks are in flight, so memory stays flat. Each worker sends its results through a
+    pipe of its own, so a worker that dies, even halfway through a message, is seen at once
+    (end of file) and stops the run. The first failure stops every process; a worker's user
+    error is raised again here as :class:`bowmap.errors.BowmapError`.
     """
     import multiprocessing
+    from multiprocessing.connection import wait
 
     from bowmap.errors import BowmapError
 
     context = multiprocessing.get_context("spawn")
     inbox = context.Queue(maxsize=processes * queue_size)
-    outbox = context.Queue()
     in_flight = threading.Semaphore(processes * (queue_size + 2))
     run = _Run()
-    workers = [context.Process(target=_worker_process, args=(start_worker, rank, inbox, outbox), daemon=True) for rank in range(processes)]
+    pipes = [context.Pipe(duplex=False) for _ in range(processes)]
+    workers = [
+        context.Process(target=_worker_process, args=(start_worker, rank, inbox, pipes[rank][1]), daemon=True)
+        for rank in range(processes)
+    ]
+    sent = [0]
 
     def read():
         for chunk in chunks:
@@ -232,41 +288,46 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
                 if run.failed.is_set():
                     raise _Stop
             run.put(inbox, (chunk.number, chunk))
+            sent[0] += 1
         for _ in workers:
             run.put(inbox, None)
 
     reader = run.thread(read)
-    for worker in workers:
-        worker.start()
+    _start(workers)
+    for _, child_end in pipes:
+        child_end.close()  # the workers hold them now: a dead worker's pipe reads as ended
     reader.start()
+    open_pipes = {receiving: rank for rank, (receiving, _) in enumerate(pipes)}
     try:
-        waiting, next_number, done = {}, 0, 0
-        while done < len(workers):
+        waiting, next_number = {}, 0
+        while open_pipes:
             if run.failed.is_set():
                 break
-            try:
-                kind, number, payload = outbox.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                dead = [w for w in workers if w.exitcode not in (None, 0)]
-                if dead:
-                    raise RuntimeError(f"a worker process ended unexpectedly (exit code {dead[0].exitcode})") from None
-                continue
-            if kind == "failed":
-                message, user_error = payload
-                raise BowmapError(message) if user_error else RuntimeError(message)
-            if kind == "done":
-                done += 1
-            elif kind == "result":
-                waiting[number] = payload
-                while next_number in waiting:
-                    write(waiting.pop(next_number))
-                    in_flight.release()
-                    next_number += 1
+            for connection in wait(list(open_pipes), timeout=_POLL_SECONDS):
+                rank = open_pipes[connection]
+                try:
+                    kind, number, payload = connection.recv()
+                except (EOFError, OSError):
+                    workers[rank].join(1.0)
+                    raise RuntimeError(
+                        f"worker process {rank} ended unexpectedly (exit code {workers[rank].exitcode})"
+                    ) from None
+                if kind == "failed":
+                    message, user_error = payload
+                    raise BowmapError(message) if user_error else RuntimeError(message)
+                if kind == "done":
+                    del open_pipes[connection]
+                elif kind == "result":
+                    waiting[number] = payload
+                    while next_number in waiting:
+                        write(waiting.pop(next_number))
+                        in_flight.release()
+                        next_number += 1
         reader.join()
         if run.error is not None:
             raise run.error
-        if waiting:
-            raise RuntimeError(f"pipeline lost chunks before {min(waiting)}")
+        if waiting or next_number != sent[0]:
+            raise RuntimeError(f"pipeline lost chunks: {next_number} of {sent[0]} written")
     except BaseException as error:
         run.fail(error)
         for worker in workers:
@@ -278,5 +339,6 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     finally:
         for worker in workers:
             worker.join(5.0)
+        for receiving, _ in pipes:
+            receiving.close()
         inbox.cancel_join_thread()
-        outbox.cancel_join_thread()

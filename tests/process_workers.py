@@ -51,3 +51,41 @@ def plus_one(result):
 class ThreadedSquares:
     def __call__(self, rank: int):
         return [[square] * 3, [plus_one] * 2]
+
+
+def slow_fail(chunk):
+    if chunk.number == 0:
+        time.sleep(0.5)
+        raise ValueError("stage failed")
+    return square(chunk)
+
+
+class ThreadedFailing:
+    """Several queue pairs a process, one stage failing: the worker must report, not hang."""
+
+    def __call__(self, rank: int):
+        return [[slow_fail] * 2, [plus_one] * 2]
+
+
+class DiesMidMessage:
+    """A worker killed while its (large) result is half sent."""
+
+    def __call__(self, rank: int):
+        return die_mid_message
+
+
+def die_mid_message(chunk):
+    if chunk.number == 3:
+        import signal
+        import threading
+
+        threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        return chunk.number, b"x" * (64 << 20), os.getpid()  # the parent is slow to read it
+    return square(chunk)
+
+
+class ExitsQuietly:
+    """A worker that ends with exit code 0 and sends nothing: the run must not wait forever."""
+
+    def __call__(self, rank: int):
+        os._exit(0)

@@ -264,3 +264,20 @@ def test_a_corrupted_index_stops_the_run_before_any_output(tmp_path, capsys, pro
     code, _, err = run(capsys, "align", prefix, READS, "-o", out, "--devices", "cpu", "-p", processes)
     assert code == 1 and "corrupted" in err.strip().splitlines()[-1] and "Traceback" not in err
     assert not out.exists()
+    code, stdout, err = run(capsys, "align", prefix, READS, "--devices", "cpu", "-p", processes)
+    assert code == 1 and "corrupted" in err and stdout == ""
+
+
+def test_default_processes_follow_cores_and_device_memory(monkeypatch):
+    from types import SimpleNamespace
+
+    from bowmap import align
+
+    monkeypatch.setattr(align.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    gpu = SimpleNamespace(is_gpu=True, global_memory=80 << 30)
+    cpu = SimpleNamespace(is_gpu=False, global_memory=64 << 30)
+    assert align.default_processes([cpu]) == 1
+    assert align.default_processes([gpu], 1 << 30) == 15  # one core kept for reading and writing
+    assert align.default_processes([gpu], 15 << 30) == 5  # 80 GiB hold five copies of 15 + 1 GiB
+    assert align.default_processes([gpu, gpu], 30 << 30) == 4
+    assert align.default_processes([gpu], 200 << 30) == 1

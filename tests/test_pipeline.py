@@ -139,3 +139,21 @@ def test_processes_with_threaded_stages_keep_input_order():
     out = []
     run_processes(chunks, process_workers.ThreadedSquares(), out.append, 2, queue_size=2)
     assert [value for _, value, _ in out] == [c.value**2 + 1 for c in chunks]  # in input order
+
+
+@pytest.mark.parametrize(
+    "starter, error, text",
+    [
+        (process_workers.ThreadedFailing(), RuntimeError, "stage failed"),
+        (process_workers.DiesMidMessage(), RuntimeError, "ended unexpectedly"),
+        (process_workers.ExitsQuietly(), RuntimeError, "ended unexpectedly"),
+    ],
+)
+def test_workers_that_fail_or_die_in_odd_ways_stop_the_run(starter, error, text):
+    def slow_write(result):
+        time.sleep(0.3)  # the parent reads results slowly: a dying worker is halfway through one
+
+    started = time.monotonic()
+    with pytest.raises(error, match=text):
+        run_processes((Chunk(n, n) for n in range(400)), starter, slow_write, 2, queue_size=1)
+    assert time.monotonic() - started < 60
