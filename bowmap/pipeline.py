@@ -201,11 +201,22 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked while starting
     number = -1
-    send_lock = threading.Lock()
+    # A sender thread writes the results to the pipe, so the worker goes on with its next chunk
+    # while the parent is still reading the last one (two results at most wait, memory stays flat).
+    outgoing: queue.Queue = queue.Queue(maxsize=2)
+
+    def pump():
+        try:
+            while (message := outgoing.get()) is not None:
+                results.send(message)
+        except OSError:  # the parent has gone: nobody to tell
+            os._exit(1)
+
+    sender = threading.Thread(target=pump, daemon=True, name="bowmap-results")
+    sender.start()
 
     def send(message):
-        with send_lock:
-            results.send(message)
+        outgoing.put(message)
 
     profile_folder = os.environ.get("BOWMAP_PROFILE")  # developers: cProfile each worker
     profiler = None
@@ -234,6 +245,8 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
         send(("failed", number, (f"worker process {rank}:\n{traceback.format_exc()}", False)))
     finally:
+        outgoing.put(None)
+        sender.join()
         results.close()
 
 
