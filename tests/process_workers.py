@@ -6,8 +6,15 @@ import functools
 import os
 import random
 import time
+from dataclasses import dataclass
 
 from bowmap.errors import BowmapError
+
+
+@dataclass
+class Chunk:
+    number: int
+    value: int
 
 
 def square(chunk):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
 
 import pytest
 
@@ -13,10 +12,7 @@ from bowmap.errors import BowmapError
 from bowmap.pipeline import run_processes, run_serial, run_threaded
 
 
-@dataclass
-class Chunk:
-    number: int
-    value: int
+from process_workers import Chunk  # spawned workers unpickle chunks: a module they can import
 
 
 def slow_square(chunk: Chunk) -> Chunk:
