@@ -10,8 +10,6 @@ import pytest
 import process_workers
 from bowmap.errors import BowmapError
 from bowmap.pipeline import run_processes, run_serial, run_threaded
-
-
 from process_workers import Chunk  # spawned workers unpickle chunks: a module they can import
 
 
