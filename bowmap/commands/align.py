@@ -21,7 +21,8 @@ def add_parser(subparsers):
     parser.add_argument(
         "-p", "--processes", type=int, metavar="N",
         help="worker processes, each with its own device context and queue pair, devices taken in turn "
-        "(default: one per CPU core but one with GPUs, where the host's work limits speed; 1 with a CPU device)",
+        "(default: one per CPU core but one with GPUs, where the host's work limits speed, as many as "
+        "the devices' memory holds; 1 with a CPU device)",
     )
     parser.add_argument(
         "--queues-per-device", type=int, metavar="N",
