@@ -236,7 +236,10 @@ class SeedFilter:
         two copies of a tandem repeat then each get their own best score, so the second copy's
         score reaches the MAPQ as the second best instead of hiding in one merged window."""
         index, margin = self.index, self.options.margin
-        contig, _ = index.to_contig(positions)
+        if len(index.contig_starts) == 1:
+            contig = np.zeros(len(positions), dtype=np.int64)
+        else:
+            contig, _ = index.to_contig(positions)
         # Sorted by read, strand, contig and diagonal through one int64 key where it fits
         # (diagonals are shifted to be non-negative; contigs follow each other in the text).
         shift = int(lengths.max(initial=0))
@@ -293,7 +296,9 @@ class SeedFilter:
         hits = np.minimum(windows.hits[many], 2**31 - 1)
         order = many[np.argsort(read[many] * 2**31 + (2**31 - 1 - hits), kind="stable")]
         sorted_read = read[order]
-        rank = np.arange(len(order)) - np.searchsorted(sorted_read, sorted_read, side="left")
+        positions = np.arange(len(order))
+        read_starts = np.r_[True, sorted_read[1:] != sorted_read[:-1]]
+        rank = positions - np.maximum.accumulate(np.where(read_starts, positions, 0))
         keep = np.flatnonzero(~crowded)
         keep = np.sort(np.concatenate((keep, order[rank < limit])))
         return Windows(*(getattr(windows, name)[keep] for name in Windows.FIELDS))
