@@ -133,8 +133,9 @@ class SeedFilter:
         max_occurrences, or past the read's budget) are also seeded with long seeds, whose
         hits join the first round's: in an interspersed repeat (an Alu, a LINE) a 32-base exact
         match singles out the read's own copy where 20 bases match thousands, as BWA-MEM's
-        maximal exact matches do. Reads whose seeds all fail (errors in each) are seeded once
-        more, as bowtie2 re-seeds: shorter seeds, shifted by half an interval."""
+        maximal exact matches do. Reads with no window supported by two seeds (errors in most
+        of them) are seeded once more, as bowtie2 re-seeds: shorter seeds, shifted by half an
+        interval."""
         options = self.options
         lengths = np.diff(read_offsets)
         hits, crowded = self._hits(extract_seeds(codes, reverse_codes, read_offsets, options), len(lengths))
@@ -143,14 +144,21 @@ class SeedFilter:
             more, _ = self._hits(long_seeds, len(lengths))
             hits = tuple(np.concatenate(pair) for pair in zip(hits, more))
         windows = self._merge(*hits, lengths)
-        missing = np.ones(len(lengths), dtype=bool)
-        missing[windows.read] = False
-        if options.reseed_length and missing.any():
+        # Weak reads: no window seeded at two read positions (errors in most seeds, or only
+        # chance hits elsewhere). They are seeded again and their windows made anew from both
+        # rounds' hits, so a true place found by one first-round seed gains the new seeds' support.
+        best_support = np.zeros(len(lengths), dtype=np.int64)
+        np.maximum.at(best_support, windows.read, windows.hits)
+        weak = best_support <= 1
+        if options.reseed_length and weak.any():
             again = extract_seeds(
-                codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, missing
+                codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, weak
             )
-            more = self._merge(*self._hits(again, len(lengths))[0], lengths)
-            combined = [np.concatenate((getattr(windows, name), getattr(more, name))) for name in Windows.FIELDS]
+            more, _ = self._hits(again, len(lengths))
+            mine = weak[hits[0]]
+            redone = self._merge(*(np.concatenate((first[mine], second)) for first, second in zip(hits, more)), lengths)
+            kept = ~weak[windows.read]
+            combined = [np.concatenate((getattr(windows, name)[kept], getattr(redone, name))) for name in Windows.FIELDS]
             order = np.lexsort((combined[2], combined[1], combined[0]))
             windows = Windows(*(array[order] for array in combined))
         return windows
@@ -281,8 +289,12 @@ class SeedFilter:
         return self._keep_best(windows)
 
     def _keep_best(self, windows: Windows) -> Windows:
-        """At most ``windows_per_read`` windows a read: those with most hits (ties: forward
-        strand first, then leftmost). ``windows`` is sorted by (read, reverse, start)."""
+        """At most ``windows_per_read`` windows a read, those with most hits, half of them kept
+        for each strand first: the best windows_per_read // 2 of each strand, then the best of
+        the rest, either strand, up to windows_per_read (ties: forward strand first, then
+        leftmost). A read from one copy of a repeat family whose other strand matches many
+        copies a little better (more seeds each) keeps its own place among the candidates.
+        ``windows`` is sorted by (read, reverse, start)."""
         limit = self.options.windows_per_read
         read = windows.read
         if len(read) == 0:
@@ -292,13 +304,23 @@ class SeedFilter:
         if not crowded.any():
             return windows
         many = np.flatnonzero(crowded)
-        # A stable sort by (read, most hits first) keeps the (strand, start) order of ties.
-        hits = np.minimum(windows.hits[many], 2**31 - 1)
-        order = many[np.argsort(read[many] * 2**31 + (2**31 - 1 - hits), kind="stable")]
-        sorted_read = read[order]
-        positions = np.arange(len(order))
-        read_starts = np.r_[True, sorted_read[1:] != sorted_read[:-1]]
-        rank = positions - np.maximum.accumulate(np.where(read_starts, positions, 0))
-        keep = np.flatnonzero(~crowded)
-        keep = np.sort(np.concatenate((keep, order[rank < limit])))
+        fewer_hits = 2**31 - 1 - np.minimum(windows.hits, 2**31 - 1)
+        # Stable sorts by (read[, strand], most hits first) keep the (strand, start) order of ties.
+        strand_key = (read[many] * 2 + windows.reverse[many]) * 2**31 + fewer_hits[many]
+        by_strand = many[np.argsort(strand_key, kind="stable")]
+        first_pick = by_strand[_ranks(read[by_strand] * 2 + windows.reverse[by_strand]) < limit // 2]
+        picked = np.zeros(len(read), dtype=bool)
+        picked[first_pick] = True
+        rest = many[~picked[many]]
+        rest = rest[np.argsort(read[rest] * 2**31 + fewer_hits[rest], kind="stable")]
+        room = limit - np.bincount(read[first_pick], minlength=len(per_read))
+        second_pick = rest[_ranks(read[rest]) < room[read[rest]]]
+        keep = np.sort(np.concatenate((np.flatnonzero(~crowded), first_pick, second_pick)))
         return Windows(*(getattr(windows, name)[keep] for name in Windows.FIELDS))
+
+
+def _ranks(groups: np.ndarray) -> np.ndarray:
+    """Each element's position within its run of equal values (``groups`` sorted)."""
+    positions = np.arange(len(groups))
+    starts = np.r_[True, groups[1:] != groups[:-1]] if len(groups) else np.zeros(0, dtype=bool)
+    return positions - np.maximum.accumulate(np.where(starts, positions, 0)) if len(groups) else positions

@@ -4,6 +4,7 @@ reference's, and simulated reads find their true place among the windows."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import build_test_index, codes_to_text, random_genome
 
 from bowmap.fm_search import DeviceBlock, FMSearch
@@ -91,3 +92,29 @@ def test_reads_whose_seeds_all_fail_are_seeded_again(tmp_path, device):
     assert len(first_round_only.windows(read, reverse_codes, offsets)) == 0
     windows = SeedFilter(index, blocks, FMSearch(device), SeedOptions()).windows(read, reverse_codes, offsets)
     assert [(w.item(), s.item()) for w, s in zip(windows.reverse, windows.start)] == [(False, 5_000 - 32)]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 5, 16])
+def test_keep_best_takes_half_from_each_strand_then_the_best_of_the_rest(limit):
+    from bowmap.seed_filter import SeedFilter, Windows
+
+    rng = np.random.default_rng(limit)
+    reads = np.sort(rng.integers(0, 40, 900))
+    reverse = rng.random(len(reads)) < rng.random(40)[reads]  # some reads lean to one strand
+    start = rng.integers(0, 10**6, len(reads))
+    order = np.lexsort((start, reverse, reads))
+    windows = Windows(reads[order], reverse[order], start[order], start[order] + 200, rng.integers(1, 6, len(reads)))
+    kept = SeedFilter(None, [], None, SeedOptions(windows_per_read=limit))._keep_best(windows)
+    expected = []
+    for read in np.unique(windows.read):
+        rows = [int(i) for i in np.flatnonzero(windows.read == read)]
+        if len(rows) <= limit:
+            expected += rows
+            continue
+        by_hits = sorted(rows, key=lambda i: (-int(windows.hits[i]), i))  # ties: (strand, start) order
+        first = [i for strand in (False, True) for i in [j for j in by_hits if windows.reverse[j] == strand][: limit // 2]]
+        rest = [i for i in by_hits if i not in first][: limit - len(first)]
+        expected += sorted(first + rest)
+    expected = np.array(sorted(expected))
+    for name in Windows.FIELDS:
+        assert np.array_equal(getattr(kept, name), getattr(windows, name)[expected]), name
