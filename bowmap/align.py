@@ -186,8 +186,8 @@ class ProcessWorker:
         from bowmap.devices import context_for
         from bowmap.fm_search import DeviceBlock
         from bowmap.index import load_index
-        from bowmap.smith_waterman import PackedText
         from bowmap.sam_output import ReferenceText
+        from bowmap.smith_waterman import PackedText
 
         index = load_index(self.options.index, verify=False)
         device = context_for(self.device_indices[rank % len(self.device_indices)])

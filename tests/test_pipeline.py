@@ -5,12 +5,14 @@ from __future__ import annotations
 import random
 import time
 
-import pytest
-
 import process_workers
+import pytest
+from process_workers import (
+    Chunk,  # spawned workers unpickle chunks: a module they can import
+)
+
 from bowmap.errors import BowmapError
 from bowmap.pipeline import run_processes, run_serial, run_threaded
-from process_workers import Chunk  # spawned workers unpickle chunks: a module they can import
 
 
 def slow_square(chunk: Chunk) -> Chunk:
