@@ -62,8 +62,13 @@ again on the same machine; ``--rerun`` times every alignment again.
 Commands:
   here (PoCL):  python bench/end_to_end.py --references synthetic_4mbp --reads 4000 --subset 1000 \\
                     --threads 2 --bowmap-args "--devices cpu"
-  GPU machine:  python bench/end_to_end.py --references chr20 --vt-deb DEB --reads 1000000 \\
-                    --threads 16 --json bench/results/end_to_end.json
+  GPU machine (the README's table; DEB = Debian's vt-examples_0.57721+ds-3_all.deb):
+                python bench/end_to_end.py --references chr20 --vt-deb DEB --reads 2000000 \\
+                    --subset 100000 --threads 16 --repeat-bowmap 10x
+                python bench/end_to_end.py --references synthetic_1000mbp --peers minimap2 \\
+                    --skip-peer-index-above 500 --reads 2000000 --subset 100000 --threads 16
+                python bench/end_to_end.py --references chr20 --vt-deb DEB --reads 500000 \\
+                    --subset 50000 --read-lengths 100,250 --threads 16
 """
 
 from __future__ import annotations
