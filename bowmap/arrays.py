@@ -17,3 +17,10 @@ def unique(values: np.ndarray, return_counts: bool = False):
     if not return_counts:
         return distinct
     return distinct, np.diff(np.append(starts, len(ordered)))
+
+
+def segment_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(start, start + length)`` for each segment (int64)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    before = np.cumsum(lengths) - lengths
+    return np.repeat(np.asarray(starts, dtype=np.int64) - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)

@@ -12,6 +12,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.cltypes as cltypes
 
+from bowmap.arrays import segment_ranges
 from bowmap.devices import DeviceContext, ReusedBuffer, work_group_size
 from bowmap.errors import BowmapError
 from bowmap.index import FMIndex, IndexBlock
@@ -115,7 +116,7 @@ def interval_rows(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     """Expand SA intervals [lo, hi) into (owner interval, row) pairs, owners in order."""
     sizes = (hi.astype(np.int64) - lo).clip(0)
     owners = np.repeat(np.arange(len(sizes)), sizes)
-    rows = np.repeat(lo.astype(np.int64) - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+    rows = segment_ranges(lo, sizes)
     return owners, rows
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bowmap.arrays import segment_ranges
 from bowmap.errors import BowmapError
 from bowmap.files import open_for_reading, read_bytes
 from bowmap.index_format import (
@@ -122,8 +123,8 @@ class FMIndex:
             meets = (run >= 0) & (lengths > 0) & (run_ends[np.maximum(run, 0)] > starts)
             if meets.any():
                 first = np.cumsum(lengths) - lengths
-                flat = _segment_ranges(first[meets], lengths[meets])
-                positions = _segment_ranges(starts[meets], lengths[meets])
+                flat = segment_ranges(first[meets], lengths[meets])
+                positions = segment_ranges(starts[meets], lengths[meets])
                 codes[flat] = self.codes_at(positions)
         return codes
 
@@ -157,11 +158,6 @@ class FMIndex:
         has_hole = first < len(hole_ends)
         clear[has_hole] = self.ambiguous_starts[first[has_hole]] >= ends[has_hole]
         return inside & clear
-
-
-def _segment_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(start, start + length)`` for each segment."""
-    return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
 
 
 def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: bool) -> np.ndarray:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap import __version__
+from bowmap.arrays import segment_ranges
 from bowmap.errors import BowmapError, UsageError
 from bowmap.mapq import NO_SCORE, mapping_quality
 
@@ -130,7 +131,7 @@ class ReferenceText:
     def spans(self, text_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Codes of many spans (0-based text starts, lengths), concatenated."""
         if self._codes is not None:
-            return self._codes[_segment_indices(text_starts, lengths)]
+            return self._codes[segment_ranges(text_starts, lengths)]
         return self._index.spans(text_starts, lengths)
 
     def __call__(self, contig: int, start: int, length: int) -> np.ndarray:
@@ -189,13 +190,6 @@ def sam_header(contig_names, contig_lengths, command_line: str, read_group: tupl
 def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
     values = np.asarray(values, dtype=np.int64)
     return np.cumsum(values) - values
-
-
-def _segment_indices(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(start, start + length)`` for each segment."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    return np.repeat(np.asarray(starts, dtype=np.int64) - _exclusive_cumsum(lengths), lengths) + np.arange(total, dtype=np.int64)
 
 
 def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -272,7 +266,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, refere
     count = len(rows)
     op_first = alignments.cigar_offsets[rows].astype(np.int64)
     op_counts = alignments.cigar_offsets[rows + 1].astype(np.int64) - op_first
-    ops = np.asarray(alignments.cigar_ops, dtype=np.uint32)[_segment_indices(op_first, op_counts)]
+    ops = np.asarray(alignments.cigar_ops, dtype=np.uint32)[segment_ranges(op_first, op_counts)]
     op_row = np.repeat(np.arange(count, dtype=np.int64), op_counts)
     op_length = (ops >> 4).astype(np.int64)
     op_code = (ops & 0xF).astype(np.intp)
@@ -322,8 +316,8 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, refere
     aligned_length = op_length[aligned]
     aligned_first = _exclusive_cumsum(aligned_length)
     read_start = np.asarray(chunk.offsets, dtype=np.int64)[reads] + np.where(reverse, len(chunk.codes), 0)
-    read_codes = read_pool[_segment_indices(read_start[op_row[aligned]] + query_before[aligned], aligned_length)]
-    reference_codes = span_codes[_segment_indices(span_start[op_row[aligned]] + reference_before[aligned], aligned_length)]
+    read_codes = read_pool[segment_ranges(read_start[op_row[aligned]] + query_before[aligned], aligned_length)]
+    reference_codes = span_codes[segment_ranges(span_start[op_row[aligned]] + reference_before[aligned], aligned_length)]
     mismatch_base = np.flatnonzero((read_codes != reference_codes) | (read_codes > 3) | (reference_codes > 3))
     mismatch_run = np.searchsorted(aligned_first, mismatch_base, side="right") - 1
     mismatch_op = aligned[mismatch_run]
@@ -366,8 +360,8 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, refere
     event_code = span_codes[span_start[event_row] + event_offset]
     md_flat[item_start[event_slot]] = np.where(is_deletion, ord("^"), _BASE_LETTERS[np.minimum(event_code, 4)])
     deleted = np.flatnonzero(is_deletion)
-    deleted_codes = span_codes[_segment_indices(span_start[event_row[deleted]] + event_offset[deleted], event_span[deleted])]
-    md_flat[_segment_indices(item_start[event_slot[deleted]] + 1, event_span[deleted])] = _BASE_LETTERS[np.minimum(deleted_codes, 4)]
+    deleted_codes = span_codes[segment_ranges(span_start[event_row[deleted]] + event_offset[deleted], event_span[deleted])]
+    md_flat[segment_ranges(item_start[event_slot[deleted]] + 1, event_span[deleted])] = _BASE_LETTERS[np.minimum(deleted_codes, 4)]
     md = _padded(md_flat, _segment_sum(item_length, items_per_row))
     return _Cigars(cigar=cigar, edit_distance=edit_distance, md=md)
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
+from bowmap.arrays import segment_ranges
 from bowmap.devices import DeviceContext, ReusedBuffer
 from bowmap.errors import BowmapError
 
@@ -416,8 +417,7 @@ class SmithWaterman:
         caller_capacity_offsets[pairs.order] = capacity_offsets
         lengths = unordered[5].astype(np.int64)
         offsets = np.cumsum(lengths) - lengths
-        positions = np.repeat(caller_capacity_offsets - offsets, lengths) + np.arange(int(lengths.sum()))
-        cigar_ops = all_cigars[positions]
+        cigar_ops = all_cigars[segment_ranges(caller_capacity_offsets, lengths)]
         return (
             unordered[0], unordered[1], unordered[2], unordered[3], unordered[4],
             cigar_ops, offsets.astype(np.uint32), lengths.astype(np.uint32),
