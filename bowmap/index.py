@@ -160,28 +160,20 @@ class FMIndex:
         return inside & clear
 
 
-def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: bool) -> np.ndarray:
-    """One index file as a read-only array. With ``verify`` the file is read whole and its SHA-256
-    checked; without, it is mapped (processes mapping one index share its pages)."""
+def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """One index file as a read-only array mapped from the file (processes mapping one index share
+    its pages), after checking its size against the manifest and the layout."""
     path = os.path.join(os.path.dirname(os.path.abspath(prefix)), entry["name"])
-    if verify:
-        data = read_bytes(path, missing="index file missing (rebuild the index with `bowmap index`)")
-        size = len(data)
-    else:
-        try:
-            size = os.path.getsize(path)
-        except OSError:
-            read_bytes(path, missing="index file missing (rebuild the index with `bowmap index`)")  # its error
-            raise
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        open_for_reading(path, missing="index file missing (rebuild the index with `bowmap index`)").close()  # its error
+        raise
     if size != entry["bytes"]:
         raise BowmapError(f"{path}: index file truncated or damaged ({size} bytes, expected {entry['bytes']})")
-    if verify and hashlib.sha256(data).hexdigest() != entry["sha256"]:
-        raise BowmapError(f"{path}: index file corrupted (SHA-256 does not match the manifest)")
     expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
     if expected != size:
         raise BowmapError(f"{path}: index file has {size} bytes where the manifest's layout needs {expected}")
-    if verify:
-        return np.frombuffer(data, dtype=dtype).reshape(shape)  # read-only: an index is never changed
     if size == 0:
         return np.empty(shape, dtype=dtype)
     # A plain array over the mapping: indexing a np.memmap subclass costs far more per call.
@@ -192,9 +184,9 @@ def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], verify: 
 
 
 def verify_index(index: FMIndex) -> None:
-    """Check the SHA-256 of every file of a loaded index (as ``load_index(verify=True)`` does),
-    reading each file in pieces: meant for a helper thread (hashlib lets other threads run)
-    while worker processes start, given an index loaded with ``verify=False``."""
+    """Check the SHA-256 of every file of a loaded index, reading each file in pieces (hashlib lets
+    other threads run meanwhile: `bowmap align` checks in a helper thread while its worker
+    processes start, given an index loaded with ``verify=False``)."""
     folder = os.path.dirname(os.path.abspath(index.prefix))
     entries = [index.manifest["files"]["pac"]] + [entry for block in index.manifest["blocks"] for entry in block["files"].values()]
     for entry in entries:
@@ -235,12 +227,12 @@ def load_index(prefix: str, verify: bool = True) -> FMIndex:
         contigs = manifest["contigs"]
         total = int(manifest["total_length"])
         sa_sample = int(manifest["parameters"]["sa_sample"])
-        packed = _load_file(prefix, manifest["files"]["pac"], np.uint8, (-(-total // 4),), verify)
+        packed = _load_file(prefix, manifest["files"]["pac"], np.uint8, (-(-total // 4),))
         blocks = []
         for number, block in enumerate(manifest["blocks"]):
             n = int(block["length"])
             files = block["files"]
-            marks = _load_file(prefix, files["mrk"], np.uint32, (group_count(n), 4), verify)
+            marks = _load_file(prefix, files["mrk"], np.uint32, (group_count(n), 4))
             blocks.append(
                 IndexBlock(
                     number=number,
@@ -248,9 +240,9 @@ def load_index(prefix: str, verify: bool = True) -> FMIndex:
                     length=n,
                     primary=int(block["primary"]),
                     symbol_counts=np.array(block["symbol_counts"], dtype=np.int64),
-                    occ=_load_file(prefix, files["occ"], np.uint32, (line_count(n), WORDS_PER_LINE), verify),
+                    occ=_load_file(prefix, files["occ"], np.uint32, (line_count(n), WORDS_PER_LINE)),
                     marks=marks,
-                    samples=_load_file(prefix, files["sa"], np.uint32, (files["sa"]["bytes"] // 4,), verify),
+                    samples=_load_file(prefix, files["sa"], np.uint32, (files["sa"]["bytes"] // 4,)),
                 )
             )
         index = FMIndex(
@@ -268,4 +260,6 @@ def load_index(prefix: str, verify: bool = True) -> FMIndex:
         raise BowmapError(f"{prefix}{MANIFEST_SUFFIX}: damaged manifest ({type(error).__name__}: {error})") from None
     if sa_sample < 1 or not blocks:
         raise BowmapError(f"{prefix}{MANIFEST_SUFFIX}: damaged manifest (no blocks or bad sa_sample)")
+    if verify:
+        verify_index(index)
     return index
