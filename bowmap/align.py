@@ -184,21 +184,23 @@ class ProcessWorker:
 
     def __call__(self, rank: int):
         from bowmap.devices import context_for
-        from bowmap.fm_search import DeviceBlock
         from bowmap.index import load_index
         from bowmap.sam_output import ReferenceText
-        from bowmap.smith_waterman import PackedText
 
         index = load_index(self.options.index, verify=False)
         device = context_for(self.device_indices[rank % len(self.device_indices)])
-        blocks = [DeviceBlock(device, block) for block in index.blocks]
-        text = PackedText.from_index(device, index)
-        reference_text = ReferenceText.from_index(index)
-        workers = [
-            DeviceWorker(index, reference_text, device, blocks, text, self.options, self.scoring)
-            for _ in range(self.queues)
-        ]
+        workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)
         return [[worker.seed for worker in workers], [worker.extend for worker in workers]]
+
+
+def device_workers(index, reference_text, device, queues: int, options: AlignOptions, scoring) -> list[DeviceWorker]:
+    """``queues`` workers on one device, sharing its copy of the index blocks and packed text."""
+    from bowmap.fm_search import DeviceBlock
+    from bowmap.smith_waterman import PackedText
+
+    blocks = [DeviceBlock(device, block) for block in index.blocks]
+    text = PackedText.from_index(device, index)
+    return [DeviceWorker(index, reference_text, device, blocks, text, options, scoring) for _ in range(queues)]
 
 
 class _Background:
@@ -303,12 +305,11 @@ def run_align(options: AlignOptions) -> dict:
     from tqdm import tqdm
 
     from bowmap.devices import context_for, list_devices, parse_device_spec
-    from bowmap.fm_search import DeviceBlock
     from bowmap.index import load_index, verify_index
     from bowmap.pipeline import run_processes, run_serial, run_threaded
     from bowmap.reader import read_chunks
     from bowmap.sam_output import ReferenceText, SamWriter, sam_header
-    from bowmap.smith_waterman import PackedText, Scoring
+    from bowmap.smith_waterman import Scoring
 
     started = time.perf_counter()
     scoring = options.scoring or Scoring(end_to_end=options.end_to_end)
@@ -340,14 +341,9 @@ def run_align(options: AlignOptions) -> dict:
         workers = []
         if processes == 1:
             reference_text = ReferenceText.from_index(index)
+            queues = 1 if options.serial else options.queues_per_device or 2
             for info in device_infos:
-                device = context_for(info.index)
-                device_blocks = [DeviceBlock(device, block) for block in index.blocks]
-                device_text = PackedText.from_index(device, index)
-                queues = 1 if options.serial else options.queues_per_device or 2
-                workers += [
-                    DeviceWorker(index, reference_text, device, device_blocks, device_text, options, scoring) for _ in range(queues)
-                ]
+                workers += device_workers(index, reference_text, context_for(info.index), queues, options, scoring)
             layout = f"{len(workers)} worker queue pair(s)"
         else:
             layout = f"{processes} worker processes, {options.queues_per_device or 1} queue pair(s) each"
