@@ -12,6 +12,7 @@ import ctypes
 import functools
 import importlib.resources
 import logging
+import re
 import threading
 import warnings
 from dataclasses import dataclass
@@ -202,13 +203,21 @@ def parse_device_spec(spec: str | None, devices: list[DeviceInfo], builds=_build
     return chosen
 
 
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([A-Za-z0-9_.]+)"[ \t]*$', re.MULTILINE)
+
+
 def kernel_source(name: str) -> str:
-    """The text of ``opencl/<name>``, read from the installed package's data."""
+    """The text of ``opencl/<name>``, read from the installed package's data, with each line
+    ``#include "other"`` replaced by the text of ``opencl/other`` (one level: headers include
+    nothing), since a program is built from one string without an include path."""
     resource = importlib.resources.files("bowmap.opencl").joinpath(name)
     try:
-        return resource.read_text(encoding="utf-8")
+        text = resource.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BowmapError(f"kernel source {name} is missing from the bowmap installation") from None
+    if name.endswith(".h"):
+        return text
+    return _INCLUDE.sub(lambda match: kernel_source(match.group(1)), text)
 
 
 class DeviceContext:

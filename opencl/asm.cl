@@ -42,6 +42,8 @@
  * number of steps (barriers).
  */
 
+#include "reductions.h"
+
 #ifndef ROWS_PER_ITEM
 #define ROWS_PER_ITEM 1
 #endif
@@ -222,13 +224,7 @@ __kernel void asm_reduce(__global const ulong *piece_best, const uint pieces,
     ulong value = ULONG_MAX;
     for (uint p = lid; p < pieces; p += size)
         value = min(value, values[p]);
-    scratch[lid] = value;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint stride = size / 2; stride > 0; stride /= 2) {
-        if (lid < stride)
-            scratch[lid] = min(scratch[lid], scratch[lid + stride]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    value = work_group_min_ulong(scratch, value);
     if (lid == 0)
-        best[pattern] = scratch[0];
+        best[pattern] = value;
 }

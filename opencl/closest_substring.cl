@@ -55,6 +55,8 @@
  * rounded up, so every kernel guards its range.
  */
 
+#include "reductions.h"
+
 #define SYMBOLS_PER_WORD (32 / BITS)
 #define KEY_EXCESS_SHIFT 54
 #define KEY_TOTAL_SHIFT 24
@@ -155,15 +157,9 @@ __kernel void pp_gpu_notes(__global const uint *by_string, __global const uint *
             distance += mismatches(pitch_words[k] ^ row[(size_t)k * window_stride + w]);
         best = min(best, distance);
     }
-    minima[lid] = best;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint stride = size / 2; stride > 0; stride /= 2) {
-        if (lid < stride)
-            minima[lid] = min(minima[lid], minima[lid + stride]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    best = work_group_min_uint(minima, best);
     if (lid == 0)
-        note_distances[(size_t)pitch_in_chunk * (string_count - 1) + string - 1] = minima[0];
+        note_distances[(size_t)pitch_in_chunk * (string_count - 1) + string - 1] = best;
 }
 
 __kernel void pp_gpu_chords(__global const uint *note_distances, uint string_count, uint first_pitch,
@@ -215,15 +211,9 @@ __kernel void min_key(__global const ulong *keys, uint count, __global ulong *re
     ulong best = NO_KEY;
     for (uint i = lid; i < count; i += size)
         best = min(best, keys[i]);
-    scratch[lid] = best;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint stride = size / 2; stride > 0; stride /= 2) {
-        if (lid < stride)
-            scratch[lid] = min(scratch[lid], scratch[lid + stride]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    best = work_group_min_ulong(scratch, best);
     if (lid == 0)
-        result[0] = scratch[0];
+        result[0] = best;
 }
 
 #if BITS == 2 && WORDS == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -88,3 +89,13 @@ def test_nvidia_hint(monkeypatch):
 
     monkeypatch.setattr(devices_module.ctypes, "CDLL", missing)
     assert devices_module.nvidia_hint([fake(0, "CPU")]) is None
+
+
+def test_kernel_sources_take_in_their_headers():
+    from bowmap.devices import kernel_source
+
+    for name in ("asm.cl", "closest_substring.cl"):
+        text = kernel_source(name)
+        assert not re.search(r"^\s*#\s*include", text, re.MULTILINE)
+        assert "WORK_GROUP_MIN(work_group_min_ulong, ulong)" in text
+    assert kernel_source("fm_search.cl").count("BOWMAP_REDUCTIONS_H") == 0

@@ -28,6 +28,7 @@ def test_wheel_contains_and_finds_the_kernel_sources(tmp_path):
     module_path, kernels = result.stdout.split()
     assert Path(module_path).is_relative_to(target)  # the installed copy, not the checkout
     assert int(kernels) == 2
-    assert sorted(path.name for path in (target / "bowmap" / "opencl").glob("*.cl")) == sorted(
-        path.name for path in (ROOT / "opencl").glob("*.cl")
-    )
+    for pattern in ("*.cl", "*.h"):  # kernel sources and the headers they include
+        assert sorted(path.name for path in (target / "bowmap" / "opencl").glob(pattern)) == sorted(
+            path.name for path in (ROOT / "opencl").glob(pattern)
+        )
