@@ -79,6 +79,29 @@ inline ulong pair_index(uint row, uint column, uint regions)
     return (ulong)row * regions - (ulong)row * (row + 1) / 2 + (column - row - 1);
 }
 
+/* The pair a work-item of the thread-to-pair kernels scores: its group's row i and the column
+ * j = first + lane, where the group's columns run from group_columns[group] to the end of its
+ * width-aligned block (or the last region). Inactive work-items (past that end) still run every
+ * loop (they reach the barriers) over row i's own table, with empty ranges of their own. */
+typedef struct {
+    uint row, column, own;
+    bool active;
+} PairItem;
+
+inline PairItem pair_item(__global const uint *group_rows, __global const uint *group_columns,
+                          const uint group_offset, const uint regions)
+{
+    const uint group = get_group_id(0) + group_offset;
+    const uint width = get_local_size(0);
+    const uint first = group_columns[group];
+    PairItem item;
+    item.row = group_rows[group];
+    item.column = first + get_local_id(0);
+    item.active = item.column < min(regions, (first / width + 1) * width);
+    item.own = item.active ? item.column : item.row;
+    return item;
+}
+
 __kernel void thread_to_pair(__global const key_t *keys, __global const uint *counts,
                              __global const uint *offsets, const uint regions, const uint buckets,
                              __global const uint *group_rows, __global const uint *group_columns,
@@ -86,17 +109,11 @@ __kernel void thread_to_pair(__global const key_t *keys, __global const uint *co
                              __global uint *scores, const ulong pair_base, const ulong pair_count,
                              const uint config_first, const uint config_end)
 {
-    const uint group = get_group_id(0) + group_offset;
     const uint lane = get_local_id(0);
     const uint width = get_local_size(0);
-    const uint row = group_rows[group];
-    const uint first = group_columns[group];
-    const uint end = min(regions, (first / width + 1) * width);
-    const uint column = first + lane;
-    const bool active = column < end;
-    /* Inactive work-items still run every loop (they reach the barriers) over row i's own
-     * table, but with empty ranges of their own. */
-    const uint own = active ? column : row;
+    const PairItem item = pair_item(group_rows, group_columns, group_offset, regions);
+    const uint row = item.row, column = item.column, own = item.own;
+    const bool active = item.active;
     /* j's keys are read VECTOR_KEYS at a time (an aligned 16-byte load) and then taken from
      * registers: a quarter (a half for 64-bit keys) of the load instructions of scalar reads,
      * each lane of a warp streaming its own table. */
@@ -188,15 +205,11 @@ __kernel void thread_to_pair_hash(__global const key_t *keys, __global const uin
                                   __global uint *scores, const ulong pair_base, const ulong pair_count,
                                   const uint config_first, const uint config_end)
 {
-    const uint group = get_group_id(0) + group_offset;
     const uint lane = get_local_id(0);
     const uint width = get_local_size(0);
-    const uint row = group_rows[group];
-    const uint first = group_columns[group];
-    const uint end = min(regions, (first / width + 1) * width);
-    const uint column = first + lane;
-    const bool active = column < end;
-    const uint own = active ? column : row;
+    const PairItem item = pair_item(group_rows, group_columns, group_offset, regions);
+    const uint row = item.row, column = item.column, own = item.own;
+    const bool active = item.active;
     const uint table_size = 1u << table_bits;
     const uint mask = table_size - 1;
     /* At most half the slots filled: an empty slot ends every probe, after ~1.5 slots. */
