@@ -123,20 +123,11 @@ class ReferenceText:
         codes = np.concatenate([np.asarray(s, dtype=np.uint8) for s in sequences]) if sequences else np.zeros(0, np.uint8)
         return cls(names, starts, lengths, codes=codes)
 
-    def text_codes(self, text_positions: np.ndarray) -> np.ndarray:
-        """Codes (uint8, 4 = ambiguous) at 0-based text positions."""
-        positions = np.asarray(text_positions, dtype=np.int64)
-        return self._codes[positions] if self._codes is not None else self._index.codes_at(positions)
-
     def spans(self, text_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Codes of many spans (0-based text starts, lengths), concatenated."""
         if self._codes is not None:
             return self._codes[segment_ranges(text_starts, lengths)]
         return self._index.spans(text_starts, lengths)
-
-    def __call__(self, contig: int, start: int, length: int) -> np.ndarray:
-        """Codes of ``length`` bases from 0-based ``start`` in ``contig``."""
-        return self.text_codes(self.contig_starts[contig] + start + np.arange(length, dtype=np.int64))
 
     def rname_table(self) -> np.ndarray:
         """Padded RNAME bytes: row c is contig c's name, the last row is '*'."""
