@@ -117,9 +117,14 @@ def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed
 
 
 class SeedFilter:
-    """Seeds, searches and locates a chunk's reads on one device queue (one per worker thread)."""
+    """Seeds, searches and locates a chunk's reads on one device queue (one per worker thread).
 
-    def __init__(self, index: FMIndex, device_blocks: list[DeviceBlock], searcher: FMSearch, options: SeedOptions):
+    Hits become windows on the same device (:class:`DeviceWindows`) when ``searcher`` is an
+    :class:`FMSearch` and the index fits the kernel's keys; otherwise, or with
+    ``windows_on_device=False``, on the host (:meth:`_merge_on_host`, the kernel's reference)."""
+
+    def __init__(self, index: FMIndex, device_blocks: list[DeviceBlock], searcher: FMSearch, options: SeedOptions,
+                 windows_on_device: bool = True):
         self.index = index
         self.device_blocks = device_blocks
         self.searcher = searcher
@@ -127,6 +132,9 @@ class SeedFilter:
         if max(options.seed_length, options.reseed_length, options.long_seed_length) > 32:
             raise ValueError("seeds are at most 32 bases (packed into 64-bit keys)")
         self._overlap_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # seed length -> (keys, counts)
+        self.device_windows = None
+        if windows_on_device and isinstance(searcher, FMSearch) and DeviceWindows.fits(index):
+            self.device_windows = DeviceWindows(searcher.device, searcher.queue, index, options)
 
     def windows(self, codes, reverse_codes, read_offsets) -> Windows:
         """Candidate windows of every read. Reads with a seed too repetitive to locate (more than
@@ -236,6 +244,12 @@ class SeedFilter:
         return np.where(hit, table_counts[found], 0)
 
     def _merge(self, read, reverse, positions, diagonal, read_offset, lengths) -> Windows:
+        """Each read's windows from its hits (see :meth:`_merge_on_host`), on the device when it can."""
+        if self.device_windows is not None and self.device_windows.takes(lengths):
+            return self.device_windows(read, reverse, positions, read_offset, lengths)
+        return self._merge_on_host(read, reverse, positions, diagonal, read_offset, lengths)
+
+    def _merge_on_host(self, read, reverse, positions, diagonal, read_offset, lengths) -> Windows:
         """Hits of the same read, strand and contig whose diagonals lie within ``margin`` of each
         other (one alignment, its indels shifting the diagonal) make one window: from the
         smallest diagonal - margin to the largest + read length + margin, clipped to the contig
@@ -317,6 +331,109 @@ class SeedFilter:
         second_pick = rest[_ranks(read[rest]) < room[read[rest]]]
         keep = np.sort(np.concatenate((np.flatnonzero(~crowded), first_pick, second_pick)))
         return Windows(*(getattr(windows, name)[keep] for name in Windows.FIELDS))
+
+
+class DeviceWindows:
+    """Owner of ``opencl/seed_windows.cl``: :meth:`SeedFilter._merge_on_host` (hits -> windows,
+    then the best ``windows_per_read``) run on the device, one work-item a read; the host only
+    groups the hits by read. Equal to the reference window for window (tests compare them).
+
+    The kernel packs (strand, contig, diagonal, read offset) into one 64-bit sort key and keeps
+    text positions in 32 bits: :meth:`fits` says whether an index allows that (a 4 Gbp text with
+    thousands of contigs does)."""
+
+    def __init__(self, device, queue, index: FMIndex, options: SeedOptions):
+        import pyopencl as cl
+
+        from bowmap.devices import ReusedBuffer
+
+        self.device = device
+        self.queue = queue
+        self.limit = options.windows_per_read
+        self.longest_read = index.max_read_length
+        self.contig_starts = np.asarray(index.contig_starts, dtype=np.int64)
+        self.contig_ends = self.contig_starts + np.asarray(index.contig_lengths, dtype=np.int64)
+        constants = _window_constants(index, options)
+        program = device.program("seed_windows.cl", tuple(f"-D{name}={value}" for name, value in constants.items()))
+        self._kernel = cl.Kernel(program, "seed_windows")
+        self._group = 64
+        mf = cl.mem_flags
+        context = device.context
+        flags = mf.READ_ONLY | mf.COPY_HOST_PTR
+        self._contig_starts = cl.Buffer(context, flags, hostbuf=self.contig_starts.astype(np.uint32))
+        self._contig_ends = cl.Buffer(context, flags, hostbuf=self.contig_ends.astype(np.uint32))
+        self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(4)]
+        self._scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(4)]
+        self._outputs = [ReusedBuffer(context, mf.WRITE_ONLY) for _ in range(4)]
+
+    @staticmethod
+    def fits(index: FMIndex) -> bool:
+        """Whether text positions fit 32 bits and (strand, contig, diagonal, offset) 64."""
+        if index is None or index.total_length + index.max_read_length >= 2**32:
+            return False
+        constants = _window_constants(index, SeedOptions())
+        key_values = 2 * constants["CONTIG_SPAN"] * int(constants["DIAGONAL_SPAN"].rstrip("ul"))
+        return key_values << constants["OFFSET_BITS"] <= 2**64
+
+    def takes(self, lengths: np.ndarray) -> bool:
+        """Whether reads of these lengths fit the compiled keys: the reader holds reads to the
+        index's longest, so only callers that skip it (tests) meet the host path instead."""
+        return int(np.max(lengths, initial=0)) <= self.longest_read
+
+    def __call__(self, read, reverse, positions, read_offset, lengths) -> Windows:
+        from bowmap.devices import read_back
+
+        count = len(lengths)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if not self.takes(lengths):
+            raise ValueError(f"reads longer than the index's {self.longest_read} bases")
+        read = np.asarray(read, dtype=np.int64)
+        if len(read) and (np.diff(read) < 0).any():  # rounds of seeds concatenated: group by read
+            order = np.argsort(read, kind="stable")
+            read, reverse, positions, read_offset = read[order], reverse[order], positions[order], read_offset[order]
+        hit_first = np.zeros(count + 1, dtype=np.uint32)
+        np.cumsum(np.bincount(read, minlength=count), out=hit_first[1:])
+        tag = (np.asarray(read_offset, dtype=np.uint32) << np.uint32(1)) | np.asarray(reverse, dtype=np.uint32)
+        inputs = (hit_first, np.asarray(positions, dtype=np.uint32), tag, lengths.astype(np.uint32))
+        buffers = [staging.upload(self.queue, array) for staging, array in zip(self._inputs, inputs)]
+        hits = max(1, len(read))
+        scratch = [self._scratch[0].at_least(8 * hits)] + [staging.at_least(4 * hits) for staging in self._scratch[1:]]
+        slots = max(1, count * self.limit)
+        outputs = [self._outputs[0].at_least(4 * max(1, count))] + [staging.at_least(4 * slots) for staging in self._outputs[1:]]
+        window_count = np.zeros(count, dtype=np.uint32)
+        start, end, meta = (np.zeros(count * self.limit, dtype=np.uint32) for _ in range(3))
+        if count:
+            global_size = -(-count // self._group) * self._group
+            self._kernel(
+                self.queue, (global_size,), (self._group,), *buffers[:1], buffers[1], buffers[2], buffers[3],
+                self._contig_starts, self._contig_ends, np.uint32(count), *scratch, *outputs,
+            )
+            read_back(self.queue, window_count, outputs[0], start, outputs[1], end, outputs[2], meta, outputs[3])
+        kept = np.flatnonzero((np.arange(self.limit) < window_count[:, None].astype(np.int64)).reshape(-1))
+        meta = meta[kept]
+        return Windows(
+            read=kept // self.limit,
+            reverse=(meta >> np.uint32(31)).astype(bool),
+            start=start[kept].astype(np.int64),
+            end=end[kept].astype(np.int64),
+            hits=(meta & np.uint32(0x3FFFFFFF)).astype(np.int64),
+        )
+
+
+def _window_constants(index: FMIndex, options: SeedOptions) -> dict:
+    """Compile-time constants of seed_windows.cl for ``index`` (see the kernel's header)."""
+    longest = max(1, index.max_read_length)
+    contigs = max(1, len(index.contig_starts))
+    return {
+        "MARGIN": options.margin,
+        "LIMIT": options.windows_per_read,
+        "SHIFT": longest,
+        "CONTIGS": contigs,
+        "CONTIG_SPAN": contigs,
+        "OFFSET_BITS": longest.bit_length(),
+        "DIAGONAL_SPAN": f"{index.total_length + longest + 1}ul",
+        "MASK_WORDS": -(-longest // 32),
+    }
 
 
 def _ranks(groups: np.ndarray) -> np.ndarray:

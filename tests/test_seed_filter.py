@@ -118,3 +118,64 @@ def test_keep_best_takes_half_from_each_strand_then_the_best_of_the_rest(limit):
     expected = np.array(sorted(expected))
     for name in Windows.FIELDS:
         assert np.array_equal(getattr(kept, name), getattr(windows, name)[expected]), name
+
+
+def random_hits(rng, index, reads, lengths, per_read_high):
+    """Hits as _hits returns them, grouped by read in two rounds (as the long-seed round is
+    appended), with the awkward cases: reads without hits, crowded reads with hundreds, runs of
+    diagonals a few bases apart (tandem chains cut into bins), hits near contig ends and at the
+    text's start (negative diagonals), duplicates, and reads of different lengths."""
+    counts = rng.integers(0, per_read_high, reads) * (rng.random(reads) < 0.8)
+    read = np.repeat(np.arange(reads), counts)
+    contig_starts, contig_lengths = index.contig_starts, index.contig_lengths
+    contig = rng.integers(0, len(contig_starts), len(read))
+    anchor = rng.integers(0, contig_lengths[contig])  # one place per hit, then clustered
+    clustered = rng.random(len(read)) < 0.7
+    anchor[clustered] = anchor[np.maximum(np.flatnonzero(clustered) - 1, 0)] + rng.integers(-40, 41, int(clustered.sum()))
+    positions = np.clip(contig_starts[contig] + anchor, 0, index.total_length - 1)
+    read_offset = rng.integers(0, np.maximum(lengths[read] - 15, 1))
+    reverse = rng.random(len(read)) < 0.4
+    duplicate = rng.random(len(read)) < 0.05
+    positions[1:][duplicate[1:]] = positions[:-1][duplicate[1:]]
+    # Two rounds: the second takes a random part of each read's hits, appended after the first.
+    second = rng.random(len(read)) < 0.3
+    order = np.concatenate((np.flatnonzero(~second), np.flatnonzero(second)))
+    read, reverse, positions, read_offset = read[order], reverse[order], positions[order], read_offset[order]
+    return read, reverse, positions, positions - read_offset, read_offset
+
+
+@pytest.mark.parametrize("limit, margin", [(16, 32), (1, 32), (2, 5), (5, 0), (7, 100)])
+def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin):
+    from bowmap.seed_filter import Windows
+
+    rng = np.random.default_rng(limit * 1000 + margin)
+    contigs = [("a", codes_to_text(random_genome(rng, 3_000))), ("b", "ACGT" * 10), ("c", codes_to_text(random_genome(rng, 5_123)))]
+    index = build_test_index(tmp_path, contigs, max_read_length=300)
+    options = SeedOptions(windows_per_read=limit, margin=margin)
+    on_device = SeedFilter(index, [], FMSearch(device), options)
+    on_host = SeedFilter(index, [], FMSearch(device), options, windows_on_device=False)
+    assert on_device.device_windows is not None and on_host.device_windows is None
+    for reads, high in ((1, 1), (1, 900), (37, 3), (257, 60), (1000, 12)):
+        lengths = rng.integers(16, 301, reads)
+        lengths[0] = 300
+        hits = random_hits(rng, index, reads, lengths, high)
+        got, expected = on_device._merge(*hits, lengths), on_host._merge(*hits, lengths)
+        for name in Windows.FIELDS:
+            np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=f"{name}, {reads} reads")
+            assert getattr(got, name).dtype == getattr(expected, name).dtype, name
+        if high > 60:
+            assert len(expected) and np.bincount(expected.read).max() == limit  # crowded reads were cut
+
+
+def test_device_windows_need_32_bit_positions(tmp_path):
+    from types import SimpleNamespace
+
+    from bowmap.seed_filter import DeviceWindows
+
+    def index(total, contigs):
+        return SimpleNamespace(total_length=total, max_read_length=1024, contig_starts=np.zeros(contigs, dtype=np.int64))
+
+    assert DeviceWindows.fits(index(3_200_000_000, 3_000))  # a human assembly
+    assert not DeviceWindows.fits(index(2**32 - 1000, 1))
+    assert not DeviceWindows.fits(index(3_200_000_000, 2**22))  # too many contigs for the keys
+    assert not DeviceWindows.fits(None)

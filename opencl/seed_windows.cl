@@ -1,0 +1,197 @@
+/* seed_windows.cl -- a chunk's seed hits -> each read's candidate windows, on the device.
+ *
+ * The device twin of SeedFilter._merge followed by SeedFilter._keep_best (bowmap/seed_filter.py,
+ * the reference the tests compare with): the host only groups the hits by read.
+ *
+ * Work-items: one per read (gid < reads guarded, so the global size may be rounded up). Read r
+ * owns hits hit_first[r] .. hit_first[r + 1] - 1 and, as scratch, the same slots of `keys`,
+ * `window_start`, `window_end` and `window_meta` (a read never has more windows than hits).
+ *
+ * Per read:
+ *  1. A 64-bit key per hit: strand, contig, diagonal + SHIFT, read offset (most to least
+ *     significant; fields of STRAND_SPAN, CONTIG_SPAN, OFFSET_BITS as the host checked), then a
+ *     heap sort of the keys: hits in (strand, contig, diagonal) order, as the reference sorts.
+ *  2. One pass makes the windows: a hit opens one when strand or contig changes, when its
+ *     diagonal is more than MARGIN past the previous hit's, or when it falls in another bin of
+ *     MARGIN + 1 diagonals counted from its chain's first hit (tandem repeats: see _merge).
+ *     A window runs from its first diagonal - MARGIN to its last + read length + MARGIN, clipped
+ *     to the contig; its weight is the number of distinct read offsets among its hits (a bit
+ *     set over the read's bases).
+ *  3. More than LIMIT windows: the best LIMIT / 2 of each strand (most weight; ties: first in
+ *     order), then the best of the rest up to LIMIT; chosen windows keep their order.
+ *
+ * Inputs: hit_position uint text position of the seed's first base; hit_tag uint read offset * 2
+ * + reverse; read_lengths uint; contig_starts / contig_ends uint (CONTIGS of them, sorted).
+ * Outputs: counts[r] windows, then window k of read r at r * LIMIT + k: out_start, out_end
+ * (uint text positions, half-open) and out_meta (weight | reverse << 31).
+ *
+ * Compile-time constants: MARGIN, LIMIT, SHIFT (longest read of the chunk), CONTIGS,
+ * OFFSET_BITS, CONTIG_SPAN (contigs), DIAGONAL_SPAN (text length + SHIFT + 1), MASK_WORDS
+ * (32-bit words of the offset bit set: read offsets < 32 * MASK_WORDS).
+ */
+
+#define REVERSE_BIT 0x80000000u
+#define PICKED_BIT 0x40000000u
+#define WEIGHT_MASK 0x3FFFFFFFu
+
+inline uint contig_of(__global const uint *contig_starts, uint position)
+{
+#if CONTIGS == 1
+    return 0;
+#else
+    /* The last contig starting at or before position. */
+    uint low = 0, high = CONTIGS;
+    while (high - low > 1) {
+        uint middle = (low + high) / 2;
+        if (contig_starts[middle] <= position)
+            low = middle;
+        else
+            high = middle;
+    }
+    return low;
+#endif
+}
+
+inline void sift_down(__global ulong *keys, uint root, uint size)
+{
+    ulong value = keys[root];
+    for (;;) {
+        uint child = 2 * root + 1;
+        if (child >= size)
+            break;
+        ulong larger = keys[child];
+        if (child + 1 < size && keys[child + 1] > larger)
+            larger = keys[++child];
+        if (larger <= value)
+            break;
+        keys[root] = larger;
+        root = child;
+    }
+    keys[root] = value;
+}
+
+inline void heap_sort(__global ulong *keys, uint size)
+{
+    for (uint i = size / 2; i-- > 0;)
+        sift_down(keys, i, size);
+    for (uint end = size; end-- > 1;) {
+        ulong top = keys[0];
+        keys[0] = keys[end];
+        keys[end] = top;
+        sift_down(keys, 0, end);
+    }
+}
+
+/* The best window not yet picked (most weight, then first), of `strand` (2: either); -1: none. */
+inline int best_unpicked(__global const uint *meta, uint windows, uint strand)
+{
+    int best = -1;
+    uint best_weight = 0;
+    for (uint w = 0; w < windows; ++w) {
+        uint m = meta[w];
+        if ((m & PICKED_BIT) || (strand < 2 && (m >> 31) != strand))
+            continue;
+        uint weight = m & WEIGHT_MASK;
+        if (best < 0 || weight > best_weight) {
+            best = (int)w;
+            best_weight = weight;
+        }
+    }
+    return best;
+}
+
+__kernel void seed_windows(
+    __global const uint *hit_first, __global const uint *hit_position, __global const uint *hit_tag,
+    __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
+    uint reads,
+    __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
+    __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
+{
+    uint r = get_global_id(0);
+    if (r >= reads)
+        return;
+    uint first = hit_first[r], hits = hit_first[r + 1] - first;
+    __global ulong *key = keys + first;
+    for (uint h = 0; h < hits; ++h) {
+        uint position = hit_position[first + h], tag = hit_tag[first + h];
+        uint offset = tag >> 1;
+        ulong group = (ulong)(tag & 1u) * CONTIG_SPAN + contig_of(contig_starts, position);
+        ulong diagonal = (ulong)position + SHIFT - offset; /* diagonal + SHIFT >= 0 */
+        key[h] = ((group * DIAGONAL_SPAN + diagonal) << OFFSET_BITS) | offset;
+    }
+    heap_sort(key, hits);
+
+    long length = read_lengths[r];
+    __global uint *w_start = window_start + first, *w_end = window_end + first, *w_meta = window_meta + first;
+    uint windows = 0;
+    uint seen[MASK_WORDS];
+    ulong previous_group = 0;
+    long previous_diagonal = 0, chain_diagonal = 0, previous_bin = 0, last_diagonal = 0;
+    uint weight = 0, contig = 0;
+    for (uint h = 0; h <= hits; ++h) {
+        bool opens = h == hits;
+        ulong k = 0, group = 0;
+        long diagonal = 0, bin = 0;
+        if (h < hits) {
+            k = key[h];
+            group = (k >> OFFSET_BITS) / DIAGONAL_SPAN;
+            diagonal = (long)((k >> OFFSET_BITS) % DIAGONAL_SPAN) - SHIFT;
+            bool new_chain = h == 0 || group != previous_group || diagonal - previous_diagonal > MARGIN;
+            if (new_chain)
+                chain_diagonal = diagonal;
+            bin = (diagonal - chain_diagonal) / (MARGIN + 1);
+            opens = new_chain || bin != previous_bin;
+        }
+        if (opens && h > 0) { /* close the window that ends at hit h - 1 */
+            long contig_end = contig_ends[contig];
+            long end = last_diagonal + length + MARGIN;
+            w_end[windows - 1] = (uint)(end < contig_end ? end : contig_end);
+            w_meta[windows - 1] |= weight;
+        }
+        if (h == hits)
+            break;
+        if (opens) {
+            contig = (uint)(group % CONTIG_SPAN);
+            long start = diagonal - MARGIN, contig_start = contig_starts[contig];
+            w_start[windows] = (uint)(start > contig_start ? start : contig_start);
+            w_meta[windows] = (uint)(group / CONTIG_SPAN) << 31;
+            ++windows;
+            weight = 0;
+            for (uint i = 0; i < MASK_WORDS; ++i)
+                seen[i] = 0;
+        }
+        uint offset = (uint)(k & ((1ul << OFFSET_BITS) - 1));
+        uint bit = 1u << (offset & 31);
+        weight += (seen[offset >> 5] & bit) == 0;
+        seen[offset >> 5] |= bit;
+        previous_group = group;
+        previous_diagonal = diagonal;
+        previous_bin = bin;
+        last_diagonal = diagonal;
+    }
+
+    if (windows > LIMIT) {
+        uint picked = 0;
+        for (uint strand = 0; strand < 2; ++strand)
+            for (uint n = 0; n < LIMIT / 2; ++n) {
+                int w = best_unpicked(w_meta, windows, strand);
+                if (w < 0)
+                    break;
+                w_meta[w] |= PICKED_BIT;
+                ++picked;
+            }
+        for (; picked < LIMIT; ++picked)
+            w_meta[best_unpicked(w_meta, windows, 2)] |= PICKED_BIT; /* windows > LIMIT: one is left */
+    }
+    uint kept = 0;
+    for (uint w = 0; w < windows; ++w) {
+        uint m = w_meta[w];
+        if (windows > LIMIT && !(m & PICKED_BIT))
+            continue;
+        out_start[r * LIMIT + kept] = w_start[w];
+        out_end[r * LIMIT + kept] = w_end[w];
+        out_meta[r * LIMIT + kept] = m & ~PICKED_BIT;
+        ++kept;
+    }
+    counts[r] = kept;
+}
