@@ -13,7 +13,7 @@ import pyopencl as cl
 import pyopencl.cltypes as cltypes
 
 from bowmap.arrays import segment_ranges
-from bowmap.devices import DeviceContext, ReusedBuffer, work_group_size
+from bowmap.devices import DeviceContext, ReusedBuffer, read_back, work_group_size
 from bowmap.errors import BowmapError
 from bowmap.index import FMIndex, IndexBlock
 
@@ -89,7 +89,7 @@ class FMSearch:
             block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,
             *inputs, np.uint32(count), results_device,
         )
-        cl.enqueue_copy(self.queue, results, results_device, is_blocking=True)
+        read_back(self.queue, results, results_device)
         return results[0], results[1], results[2]
 
     def locate(self, block: DeviceBlock, rows) -> np.ndarray:
@@ -108,7 +108,7 @@ class FMSearch:
             block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
             rows_device, np.uint32(count), positions_device,
         )
-        cl.enqueue_copy(self.queue, positions, positions_device, is_blocking=True)
+        read_back(self.queue, positions, positions_device)
         return positions
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import pyopencl as cl
 
 from bowmap.arrays import segment_ranges
-from bowmap.devices import DeviceContext, ReusedBuffer
+from bowmap.devices import DeviceContext, ReusedBuffer, read_back
 from bowmap.errors import BowmapError
 
 SOURCE = "smith_waterman.cl"
@@ -340,7 +340,7 @@ class SmithWaterman:
                 boundary, cl.LocalMemory(self._profile_bytes(group)), output,
             ))
             part = np.empty((3, size), dtype=np.int32)
-            cl.enqueue_copy(self.queue, part, output, is_blocking=True)
+            read_back(self.queue, part, output)
             launched[:, start:stop] = part
         results[:, pairs.order] = launched
         return results[0], results[1], results[2]
@@ -402,8 +402,7 @@ class SmithWaterman:
             ))
             part = np.empty((6, size), dtype=np.int32)
             cigar_host = np.empty(cigar_total, dtype=np.uint32)
-            cl.enqueue_copy(self.queue, part, output, is_blocking=False)
-            cl.enqueue_copy(self.queue, cigar_host, cigar_device, is_blocking=True)
+            read_back(self.queue, part, output, cigar_host, cigar_device)
             results[:, start:stop] = part
             cigar_parts.append(cigar_host)
             cigar_capacity_offsets.append(cigar_offsets + sum(len(p) for p in cigar_parts[:-1]))
