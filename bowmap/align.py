@@ -349,10 +349,13 @@ def run_align(options: AlignOptions) -> dict:
             layout = f"{processes} worker processes, {options.queues_per_device or 1} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
         totals = {"reads": 0, "mapped": 0}
+        first_written: list[float] = []  # seconds from the start to the first chunk's SAM
         mapping_started = time.perf_counter()
 
         def write(result):
             text, reads, mapped = result
+            if not totals["reads"]:
+                first_written.append(time.perf_counter() - started)
             writer.write(text)
             totals["reads"] += reads
             totals["mapped"] += mapped
@@ -384,7 +387,13 @@ def run_align(options: AlignOptions) -> dict:
         "seconds": elapsed,
         "mapping_seconds": time.perf_counter() - mapping_started,
         "devices": [info.name for info in device_infos],
+        "first_chunk_seconds": first_written[0] if first_written else None,
     }
+    if os.environ.get("BOWMAP_PROFILE"):  # developers: see pipeline.write_usage
+        from bowmap.pipeline import write_usage
+
+        write_usage(os.path.join(os.environ["BOWMAP_PROFILE"], "parent.usage.json"))
+        log.info("first chunk written after %.2f s", summary["first_chunk_seconds"] or 0.0)
     log.info(
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
         reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),

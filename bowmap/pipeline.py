@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 
 _END = object()  # end-of-stream marker, passed on by every stage
@@ -223,10 +224,13 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
     if profile_folder:
         import cProfile
 
-        profiler = cProfile.Profile()
+        # BOWMAP_PROFILE_CLOCK=cpu: the main thread's CPU time, which tells work from waiting.
+        clock = time.thread_time if os.environ.get("BOWMAP_PROFILE_CLOCK") == "cpu" else time.perf_counter
+        profiler = cProfile.Profile(clock)
         profiler.enable()
     try:
         stages = start_worker(rank)
+        _READY.append(time.monotonic() - _STARTED)
         if callable(stages):
             stages = [[stages]]
         if all(len(workers) == 1 for workers in stages):
@@ -238,6 +242,7 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
             _threaded_worker(stages, inbox, send)
         if profiler is not None:
             profiler.dump_stats(os.path.join(profile_folder, f"worker{rank}.prof"))
+            write_usage(os.path.join(profile_folder, f"worker{rank}.usage.json"))
         send(("done", rank, None))
     # Failures travel as (message, is a user error): a user error's one line, or a traceback.
     except BowmapError as error:
@@ -248,6 +253,22 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
         outgoing.put(None)
         sender.join()
         results.close()
+
+
+def write_usage(path: str) -> None:
+    """Developers: this process's CPU time (all its threads) and its age, as JSON, beside the
+    BOWMAP_PROFILE profiles: CPU / age is how busy it kept its core."""
+    import json
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    with open(path, "w") as file:
+        json.dump({"user_s": usage.ru_utime, "system_s": usage.ru_stime, "age_s": time.monotonic() - _STARTED,
+                   "ready_s": _READY[0] if _READY else None}, file)
+
+
+_STARTED = time.monotonic()  # this process's start (a worker's: its import of this module)
+_READY: list[float] = []  # a worker's age when its aligner was ready
 
 
 def _start(workers) -> None:
