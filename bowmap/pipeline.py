@@ -224,9 +224,8 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
     if profile_folder:
         import cProfile
 
-        # BOWMAP_PROFILE_CLOCK=cpu: the main thread's CPU time, which tells work from waiting.
-        clock = time.thread_time if os.environ.get("BOWMAP_PROFILE_CLOCK") == "cpu" else time.perf_counter
-        profiler = cProfile.Profile(clock)
+        profiler = cProfile.Profile()  # wall clock; CPU time goes to the usage JSON (a thread
+        # CPU-time clock gave nonsense per-function figures on the GPU machine's VM)
         profiler.enable()
     try:
         stages = start_worker(rank)
