@@ -172,8 +172,8 @@ class SeedFilter:
         return windows
 
     def _hits(self, seeds: Seeds, count: int):
-        """Located hits of one round of seeds, as (read, reverse, text position, diagonal) arrays,
-        and a mask of the reads that had a seed occurring but left unlocated (too repetitive,
+        """Located hits of one round of seeds, as (read, reverse, text position, read offset, seed
+        length) arrays, and a mask of the reads that had a seed occurring but left unlocated (too repetitive,
         or past the budget). Every choice here depends on the text only, never on how it is
         cut into blocks: a seed's occurrence count is exact (an occurrence inside the overlap of
         two blocks is found in both and counted once), seeds are taken whole, and located
@@ -209,15 +209,11 @@ class SeedFilter:
             hit_seed, positions = seed_parts[0], position_parts[0]
         else:
             hit_seed = positions = np.zeros(0, dtype=np.int64)
-        # Hits on the random stand-ins of ambiguous bases, or across contigs, are not evidence.
-        clean = self.index.span_is_clean(positions, seeds.length[hit_seed])
-        hit_seed, positions = hit_seed[clean], positions[clean]
-        diagonal = positions - seeds.read_offset[hit_seed]
         left_out = occurrences > 0
         left_out[chosen] = False
         crowded = np.zeros(count, dtype=bool)
         crowded[seeds.read[left_out]] = True
-        return (seeds.read[hit_seed], seeds.reverse[hit_seed], positions, diagonal, seeds.read_offset[hit_seed]), crowded
+        return (seeds.read[hit_seed], seeds.reverse[hit_seed], positions, seeds.read_offset[hit_seed], seeds.length[hit_seed]), crowded
 
     def _overlap_occurrences(self, seeds: Seeds) -> np.ndarray:
         """For each seed, its occurrences lying wholly inside the overlap of two consecutive
@@ -243,14 +239,15 @@ class SeedFilter:
         hit = (table_keys[found] == keys) & (seed_codes < 4).all(axis=1)
         return np.where(hit, table_counts[found], 0)
 
-    def _merge(self, read, reverse, positions, diagonal, read_offset, lengths) -> Windows:
+    def _merge(self, read, reverse, positions, read_offset, seed_length, lengths) -> Windows:
         """Each read's windows from its hits (see :meth:`_merge_on_host`), on the device when it can."""
         if self.device_windows is not None and self.device_windows.takes(lengths):
-            return self.device_windows(read, reverse, positions, read_offset, lengths)
-        return self._merge_on_host(read, reverse, positions, diagonal, read_offset, lengths)
+            return self.device_windows(read, reverse, positions, read_offset, seed_length, lengths)
+        return self._merge_on_host(read, reverse, positions, read_offset, seed_length, lengths)
 
-    def _merge_on_host(self, read, reverse, positions, diagonal, read_offset, lengths) -> Windows:
-        """Hits of the same read, strand and contig whose diagonals lie within ``margin`` of each
+    def _merge_on_host(self, read, reverse, positions, read_offset, seed_length, lengths) -> Windows:
+        """Hits whose seed lies on the random stand-ins of ambiguous bases, or across contigs,
+        are not evidence and are dropped. Of the rest, hits of the same read, strand and contig whose diagonals lie within ``margin`` of each
         other (one alignment, its indels shifting the diagonal) make one window: from the
         smallest diagonal - margin to the largest + read length + margin, clipped to the contig
         (at most read length + 3 margins wide).
@@ -258,6 +255,9 @@ class SeedFilter:
         two copies of a tandem repeat then each get their own best score, so the second copy's
         score reaches the MAPQ as the second best instead of hiding in one merged window."""
         index, margin = self.index, self.options.margin
+        clean = index.span_is_clean(positions, seed_length)
+        read, reverse, positions, read_offset = read[clean], reverse[clean], positions[clean], read_offset[clean]
+        diagonal = positions - read_offset
         if len(index.contig_starts) == 1:
             contig = np.zeros(len(positions), dtype=np.int64)
         else:
@@ -362,6 +362,11 @@ class DeviceWindows:
         flags = mf.READ_ONLY | mf.COPY_HOST_PTR
         self._contig_starts = cl.Buffer(context, flags, hostbuf=self.contig_starts.astype(np.uint32))
         self._contig_ends = cl.Buffer(context, flags, hostbuf=self.contig_ends.astype(np.uint32))
+        holes = np.asarray(index.ambiguous_starts, dtype=np.int64)
+        hole_ends = holes + np.asarray(index.ambiguous_lengths, dtype=np.int64)
+        # A buffer may not be empty: with no holes the kernel never reads these.
+        self._hole_starts = cl.Buffer(context, flags, hostbuf=np.append(holes, 0).astype(np.uint32))
+        self._hole_ends = cl.Buffer(context, flags, hostbuf=np.append(hole_ends, 0).astype(np.uint32))
         self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(4)]
         self._scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(4)]
         self._outputs = [ReusedBuffer(context, mf.WRITE_ONLY) for _ in range(4)]
@@ -369,7 +374,7 @@ class DeviceWindows:
     @staticmethod
     def fits(index: FMIndex) -> bool:
         """Whether text positions fit 32 bits and (strand, contig, diagonal, offset) 64."""
-        if index is None or index.total_length + index.max_read_length >= 2**32:
+        if index is None or index.total_length + index.max_read_length >= 2**32 or index.max_read_length >= 2**25:
             return False
         constants = _window_constants(index, SeedOptions())
         key_values = 2 * constants["CONTIG_SPAN"] * int(constants["DIAGONAL_SPAN"].rstrip("ul"))
@@ -380,7 +385,7 @@ class DeviceWindows:
         index's longest, so only callers that skip it (tests) meet the host path instead."""
         return int(np.max(lengths, initial=0)) <= self.longest_read
 
-    def __call__(self, read, reverse, positions, read_offset, lengths) -> Windows:
+    def __call__(self, read, reverse, positions, read_offset, seed_length, lengths) -> Windows:
         from bowmap.devices import read_back
 
         count = len(lengths)
@@ -390,10 +395,16 @@ class DeviceWindows:
         read = np.asarray(read, dtype=np.int64)
         if len(read) and (np.diff(read) < 0).any():  # rounds of seeds concatenated: group by read
             order = np.argsort(read, kind="stable")
-            read, reverse, positions, read_offset = read[order], reverse[order], positions[order], read_offset[order]
+            read, reverse, positions, read_offset, seed_length = (
+                read[order], reverse[order], positions[order], read_offset[order], seed_length[order]
+            )
         hit_first = np.zeros(count + 1, dtype=np.uint32)
         np.cumsum(np.bincount(read, minlength=count), out=hit_first[1:])
-        tag = (np.asarray(read_offset, dtype=np.uint32) << np.uint32(1)) | np.asarray(reverse, dtype=np.uint32)
+        tag = (
+            (np.asarray(read_offset, dtype=np.uint32) << np.uint32(7))
+            | (np.asarray(seed_length, dtype=np.uint32) << np.uint32(1))
+            | np.asarray(reverse, dtype=np.uint32)
+        )
         inputs = (hit_first, np.asarray(positions, dtype=np.uint32), tag, lengths.astype(np.uint32))
         buffers = [staging.upload(self.queue, array) for staging, array in zip(self._inputs, inputs)]
         hits = max(1, len(read))
@@ -406,7 +417,7 @@ class DeviceWindows:
             global_size = -(-count // self._group) * self._group
             self._kernel(
                 self.queue, (global_size,), (self._group,), *buffers[:1], buffers[1], buffers[2], buffers[3],
-                self._contig_starts, self._contig_ends, np.uint32(count), *scratch, *outputs,
+                self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs,
             )
             read_back(self.queue, window_count, outputs[0], start, outputs[1], end, outputs[2], meta, outputs[3])
         kept = np.flatnonzero((np.arange(self.limit) < window_count[:, None].astype(np.int64)).reshape(-1))
@@ -429,6 +440,7 @@ def _window_constants(index: FMIndex, options: SeedOptions) -> dict:
         "LIMIT": options.windows_per_read,
         "SHIFT": longest,
         "CONTIGS": contigs,
+        "HOLES": len(index.ambiguous_starts),
         "CONTIG_SPAN": contigs,
         "OFFSET_BITS": longest.bit_length(),
         "DIAGONAL_SPAN": f"{index.total_length + longest + 1}ul",

@@ -8,9 +8,10 @@
  * `window_start`, `window_end` and `window_meta` (a read never has more windows than hits).
  *
  * Per read:
- *  1. A 64-bit key per hit: strand, contig, diagonal + SHIFT, read offset (most to least
- *     significant; fields of STRAND_SPAN, CONTIG_SPAN, OFFSET_BITS as the host checked), then a
- *     heap sort of the keys: hits in (strand, contig, diagonal) order, as the reference sorts.
+ *  1. Hits whose seed meets an ambiguous base (its indexed stand-in is random) or runs past its
+ *     contig are dropped. A 64-bit key per other hit: strand, contig, diagonal + SHIFT, read
+ *     offset (most to least significant; 1 bit, CONTIG_SPAN and DIAGONAL_SPAN values, OFFSET_BITS
+ *     bits, as the host checked), then a heap sort of the keys: hits in (strand, contig, diagonal) order, as the reference sorts.
  *  2. One pass makes the windows: a hit opens one when strand or contig changes, when its
  *     diagonal is more than MARGIN past the previous hit's, or when it falls in another bin of
  *     MARGIN + 1 diagonals counted from its chain's first hit (tandem repeats: see _merge).
@@ -20,12 +21,13 @@
  *  3. More than LIMIT windows: the best LIMIT / 2 of each strand (most weight; ties: first in
  *     order), then the best of the rest up to LIMIT; chosen windows keep their order.
  *
- * Inputs: hit_position uint text position of the seed's first base; hit_tag uint read offset * 2
- * + reverse; read_lengths uint; contig_starts / contig_ends uint (CONTIGS of them, sorted).
+ * Inputs: hit_position uint text position of the seed's first base; hit_tag uint read offset
+ * << 7 | seed length << 1 | reverse; read_lengths uint; contig_starts / contig_ends uint (CONTIGS
+ * of them, sorted); hole_starts / hole_ends uint: the ambiguous runs (HOLES, sorted, apart).
  * Outputs: counts[r] windows, then window k of read r at r * LIMIT + k: out_start, out_end
  * (uint text positions, half-open) and out_meta (weight | reverse << 31).
  *
- * Compile-time constants: MARGIN, LIMIT, SHIFT (longest read of the chunk), CONTIGS,
+ * Compile-time constants: MARGIN, LIMIT, SHIFT (the index's longest read), CONTIGS, HOLES,
  * OFFSET_BITS, CONTIG_SPAN (contigs), DIAGONAL_SPAN (text length + SHIFT + 1), MASK_WORDS
  * (32-bit words of the offset bit set: read offsets < 32 * MASK_WORDS).
  */
@@ -50,6 +52,28 @@ inline uint contig_of(__global const uint *contig_starts, uint position)
     }
     return low;
 #endif
+}
+
+/* Whether text [position, end) lies in one contig and meets no ambiguous run. */
+inline bool span_is_clean(__global const uint *contig_ends, uint contig, __global const uint *hole_starts,
+                          __global const uint *hole_ends, uint position, uint end)
+{
+    if (end > contig_ends[contig])
+        return false;
+#if HOLES > 0
+    /* The first run ending after position must start at or after end. */
+    uint low = 0, high = HOLES;
+    while (low < high) {
+        uint middle = (low + high) / 2;
+        if (hole_ends[middle] <= position)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    if (low < HOLES && hole_starts[low] < end)
+        return false;
+#endif
+    return true;
 }
 
 inline void sift_down(__global ulong *keys, uint root, uint size)
@@ -103,21 +127,23 @@ inline int best_unpicked(__global const uint *meta, uint windows, uint strand)
 __kernel void seed_windows(
     __global const uint *hit_first, __global const uint *hit_position, __global const uint *hit_tag,
     __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
-    uint reads,
+    __global const uint *hole_starts, __global const uint *hole_ends, uint reads,
     __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
     __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
 {
     uint r = get_global_id(0);
     if (r >= reads)
         return;
-    uint first = hit_first[r], hits = hit_first[r + 1] - first;
+    uint first = hit_first[r], located = hit_first[r + 1] - first, hits = 0;
     __global ulong *key = keys + first;
-    for (uint h = 0; h < hits; ++h) {
+    for (uint h = 0; h < located; ++h) {
         uint position = hit_position[first + h], tag = hit_tag[first + h];
-        uint offset = tag >> 1;
-        ulong group = (ulong)(tag & 1u) * CONTIG_SPAN + contig_of(contig_starts, position);
+        uint offset = tag >> 7, contig = contig_of(contig_starts, position);
+        if (!span_is_clean(contig_ends, contig, hole_starts, hole_ends, position, position + ((tag >> 1) & 63u)))
+            continue;
+        ulong group = (ulong)(tag & 1u) * CONTIG_SPAN + contig;
         ulong diagonal = (ulong)position + SHIFT - offset; /* diagonal + SHIFT >= 0 */
-        key[h] = ((group * DIAGONAL_SPAN + diagonal) << OFFSET_BITS) | offset;
+        key[hits++] = ((group * DIAGONAL_SPAN + diagonal) << OFFSET_BITS) | offset;
     }
     heap_sort(key, hits);
 
