@@ -24,3 +24,35 @@ def segment_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     lengths = np.asarray(lengths, dtype=np.int64)
     before = np.cumsum(lengths) - lengths
     return np.repeat(np.asarray(starts, dtype=np.int64) - before, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
+def windows(flat: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """Rows ``flat[start : start + width]`` for every start, as a new (len(starts), width) array;
+    elements past the end of ``flat`` read as 0.
+
+    A copy of whole rows through a strided view, with no index array of one entry an element
+    (``flat[segment_ranges(...)]`` builds one, 8 bytes for each byte gathered)."""
+    starts = np.asarray(starts, dtype=np.int64)
+    if len(starts) == 0 or width == 0:
+        return np.zeros((len(starts), width), dtype=flat.dtype)
+    last = len(flat) - width  # the last start whose row lies inside flat
+    over = starts > last
+    if not over.any():
+        return np.lib.stride_tricks.sliding_window_view(flat, width)[starts]
+    # Rows that run past the end come from a zero-padded copy of the end only (under 2 widths).
+    tail_start = int(starts[over].min())
+    tail = np.concatenate((flat[tail_start:], np.zeros(width, dtype=flat.dtype)))
+    if last < 0:
+        return np.lib.stride_tricks.sliding_window_view(tail, width)[starts - tail_start]
+    rows = np.lib.stride_tricks.sliding_window_view(flat, width)[np.minimum(starts, last)]
+    rows[over] = np.lib.stride_tricks.sliding_window_view(tail, width)[starts[over] - tail_start]
+    return rows
+
+
+def prefix_mask(lengths: np.ndarray, width: int) -> np.ndarray:
+    """Boolean (len(lengths), width) matrix, row i True in its first ``lengths[i]`` columns
+    (``arange(width) < lengths[:, None]``, but rows copied from a window of a step rather than
+    compared element by element: several times faster). Lengths must lie in 0..width."""
+    step = np.zeros(2 * width, dtype=bool)
+    step[:width] = True
+    return windows(step, width - np.asarray(lengths, dtype=np.int64), width)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.arrays import segment_ranges
+from bowmap.arrays import prefix_mask, segment_ranges, windows
 from bowmap.errors import BowmapError
 from bowmap.files import open_for_reading, read_bytes
 from bowmap.index_format import (
@@ -27,6 +27,9 @@ from bowmap.index_format import (
     line_count,
     unpack_2bit,
 )
+
+# UNPACK_2BIT's rows as little-endian 32-bit words: a byte's four codes in one gather.
+_UNPACK_2BIT_WORDS = np.ascontiguousarray(UNPACK_2BIT).view("<u4").reshape(256)
 
 
 @dataclass
@@ -82,11 +85,10 @@ class FMIndex:
         where the reference base is ambiguous (its indexed stand-in is not reported).
 
         Equal to ``codes_at`` of every position of every span, but a span at a time rather
-        than a base at a time: the packed bytes under each span are gathered as a row, unpacked
-        through a 256-entry table and shifted into place by the span's offset in its first byte
-        (a copy per offset, 0..3 away from the text's end), and the rows, cut to their lengths,
-        are concatenated. Only spans that
-        meet an ambiguous run are then checked base by base."""
+        than a base at a time: the packed bytes under each span are gathered as a row and
+        unpacked through a 256-entry table of 32-bit words (four codes a byte in one look-up),
+        each span is cut from its row, and the spans, cut to their lengths, are concatenated.
+        Only spans that meet an ambiguous run are then checked base by base."""
         starts = np.asarray(starts, dtype=np.int64)
         lengths = np.asarray(lengths, dtype=np.int64)
         total = int(lengths.sum())
@@ -98,23 +100,14 @@ class FMIndex:
         # first[k], moved back near the text's end so that it stays inside the array.
         first = np.minimum(starts >> 2, len(self.packed) - row_bytes)
         packed_rows = np.lib.stride_tricks.sliding_window_view(self.packed, row_bytes)[first]
-        unpacked = UNPACK_2BIT[packed_rows].reshape(len(starts), 4 * row_bytes)
-        offset = starts - 4 * first
-        short = int(offset.max()) + width - unpacked.shape[1]
-        if short > 0:  # spans near the text's end, moved back further than 3 bases: pad
-            unpacked = np.concatenate((unpacked, np.zeros((len(starts), short), dtype=np.uint8)), axis=1)
-        shifts = np.unique(offset)
-        if len(shifts) == 1:
-            rows = unpacked[:, int(shifts[0]) : int(shifts[0]) + width]
-        else:
-            rows = np.empty((len(starts), width), dtype=np.uint8)
-            for shift in shifts.tolist():
-                chosen = offset == shift
-                rows[chosen] = unpacked[chosen, shift : shift + width]
+        unpacked = np.take(_UNPACK_2BIT_WORDS, packed_rows).view(np.uint8).reshape(-1)
+        # Each span starts 0..3 codes into its unpacked row (more near the text's end): a window
+        # of the rows laid end to end, which may run into the next row past the span's length.
+        rows = windows(unpacked, np.arange(len(starts), dtype=np.int64) * (4 * row_bytes) + (starts - 4 * first), width)
         if int(lengths.min()) == width:
-            codes = np.ascontiguousarray(rows).reshape(-1)
+            codes = rows.reshape(-1)
         else:
-            codes = rows[np.arange(width) < lengths[:, None]]
+            codes = rows[prefix_mask(lengths, width)]
         if len(self.ambiguous_starts):
             # The last ambiguous run starting before a span's end meets it if it ends after the
             # span's start (runs are sorted and do not overlap).

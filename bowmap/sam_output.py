@@ -2,12 +2,15 @@
 
 A chunk's SAM text is built with NumPy for all its reads at once, never with a Python loop over
 reads or over CIGAR operations. Every field of a batch of lines becomes a NUL-padded ``uint8``
-matrix (one row per line): integers through ``astype('S<width>')``, read names / SEQ / QUAL by
-scattering the concatenated bytes into the matrix under a ``column < length`` mask, CIGAR and MD
-as flat byte arrays (built across all operations and all mismatches of the batch) with per-line
-lengths. The matrices are laid side by side and the NUL padding is dropped in one step
+matrix (one row per line): integers through tables of four-digit words, read names / SEQ / QUAL
+as rows gathered from the concatenated bytes through a strided view
+(:func:`bowmap.arrays.windows`, no index array a byte) with the bytes past each row's length
+cleared, CIGAR as one slot of digits and letter an operation, MD as packed items with per-line
+lengths. NM and MD compare each aligned operation's read and reference bases as two matrices.
+The matrices are laid side by side and the NUL padding is dropped in one step
 (``matrix[matrix != 0]``); SAM text never contains a NUL, so only padding goes. A padded field
-may sit anywhere in its columns (a reversed QUAL row is right-aligned), since all NULs go.
+may sit anywhere in its columns (a reversed QUAL row is right-aligned, an unused CIGAR slot is
+all NUL), since all NULs go.
 
 Coordinates: ``ChunkAlignments.position`` is 0-based in its contig; SAM POS is 1-based.
 Reference "text" positions are 0-based offsets in the concatenation of all contigs.
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap import __version__
-from bowmap.arrays import segment_ranges
+from bowmap.arrays import prefix_mask, segment_ranges, windows
 from bowmap.errors import BowmapError, UsageError
 from bowmap.mapq import NO_SCORE, mapping_quality
 
@@ -129,6 +132,20 @@ class ReferenceText:
             return self._codes[segment_ranges(text_starts, lengths)]
         return self._index.spans(text_starts, lengths)
 
+    def span_rows(self, text_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Codes of many spans as a matrix, row i holding span i from column 0 (what lies past
+        its length is not specified); as wide as the longest span, at least one column."""
+        width = max(int(lengths.max(initial=0)), 1)
+        if self._codes is not None:
+            return windows(self._codes, text_starts, width)
+        # Spans of one length come back as rows already, with no cutting apart: ask for the
+        # width at every start (less where the text ends before).
+        wanted = np.minimum(width, self.contig_starts[-1] + self.contig_lengths[-1] - text_starts)
+        codes = self.spans(text_starts, wanted)
+        if (wanted == width).all():
+            return codes.reshape(len(text_starts), width)
+        return windows(codes, _exclusive_cumsum(wanted), width)
+
     def rname_table(self) -> np.ndarray:
         """Padded RNAME bytes: row c is contig c's name, the last row is '*'."""
         if self._rname_table is None:
@@ -190,18 +207,28 @@ def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return totals[ends] - totals[ends - counts]
 
 
-def _padded(flat: np.ndarray, lengths: np.ndarray, minimum_width: int = 1) -> np.ndarray:
-    """Rows of a NUL-padded matrix from concatenated rows (``flat`` holds exactly the rows)."""
-    width = max(int(lengths.max(initial=0)), minimum_width)
-    matrix = np.zeros((len(lengths), width), dtype=np.uint8)
-    # Boolean-mask assignment fills in row-major order, which is the order of ``flat``.
-    matrix[np.arange(width) < lengths[:, None]] = flat
+def _rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Rows ``flat[start : start + length]`` as a NUL-padded matrix (at least one column)."""
+    return _cut(windows(flat, starts, max(int(lengths.max(initial=0)), 1)), lengths)
+
+
+def _cut(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``matrix`` with each row's bytes from its length on set to NUL (in place)."""
+    if (lengths < matrix.shape[1]).any():
+        matrix *= prefix_mask(lengths, matrix.shape[1])
     return matrix
 
 
-# Decimal text of 0..9999, unpadded and zero-padded to four digits (NUL-padded uint8 rows).
-_SMALL_NUMBERS = np.array([str(number).encode() for number in range(10000)], dtype="S4").view(np.uint8).reshape(10000, 4)
-_DIGIT_GROUPS = np.array([f"{number:04d}".encode() for number in range(10000)], dtype="S4").view(np.uint8).reshape(10000, 4)
+def _padded(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Rows of a NUL-padded matrix from concatenated rows (``flat`` holds exactly the rows)."""
+    return _rows(flat, _exclusive_cumsum(lengths), lengths)
+
+
+# Decimal text of 0..9999 as little-endian 32-bit words of four bytes, unpadded (NULs after the
+# digits) and zero-padded to four digits: a number is one word gathered, not four bytes.
+_SMALL_NUMBERS = np.array([str(number).encode() for number in range(10000)], dtype="S4").view("<u4")
+_DIGIT_GROUPS = np.array([f"{number:04d}".encode() for number in range(10000)], dtype="S4").view("<u4")
+_GROUP_SCALES = 10000 ** np.arange(5, dtype=np.int64)  # five groups of four digits hold any int64
 
 
 def _decimal(values: np.ndarray) -> np.ndarray:
@@ -209,17 +236,22 @@ def _decimal(values: np.ndarray) -> np.ndarray:
     after some NULs (callers drop them). Table look-ups, four digits at a time: several times
     faster than ``astype('S')``."""
     values = np.asarray(values, dtype=np.int64)
-    if len(values) == 0:
+    count = len(values)
+    if count == 0:
         return np.zeros((0, 1), dtype=np.uint8)
     low, high = int(values.min()), int(values.max())
     if low >= 0 and high < 10000:
-        return _SMALL_NUMBERS[values]
+        return np.take(_SMALL_NUMBERS, values).view(np.uint8).reshape(count, 4)
     magnitude = np.abs(values)
     groups = -(-len(str(max(high, -low))) // 4)
-    digits = np.concatenate([_DIGIT_GROUPS[(magnitude // 10 ** (4 * group)) % 10000] for group in reversed(range(groups))], axis=1)
-    keep = np.maximum.accumulate(digits != ord("0"), axis=1)
-    keep[:, -1] = True  # zero itself
-    digits[~keep] = 0
+    scales = _GROUP_SCALES[groups - 1 :: -1]  # most significant group first
+    group_values = magnitude[:, None] // scales % 10000
+    # The leading group is written unpadded, the groups after it zero-padded, none before it.
+    leading = (groups - 1 - (magnitude[:, None] >= scales[:-1]).sum(axis=1))[:, None]
+    column = np.arange(groups)
+    words = np.where(column > leading, np.take(_DIGIT_GROUPS, group_values), np.take(_SMALL_NUMBERS, group_values))
+    words[column < leading] = 0
+    digits = words.astype("<u4", copy=False).view(np.uint8).reshape(count, 4 * groups)
     if low < 0:
         sign = np.where(values < 0, ord("-"), 0).astype(np.uint8)[:, None]
         digits = np.concatenate((sign, digits), axis=1)
@@ -230,11 +262,13 @@ def _constant(text: bytes, rows: int) -> np.ndarray:
     return np.broadcast_to(np.frombuffer(text, dtype=np.uint8), (rows, len(text)))
 
 
-def _tag(prefix: bytes, values: np.ndarray, present: np.ndarray) -> np.ndarray:
-    """A tag column block: ``prefix`` then the padded ``values`` on rows where ``present``."""
+def _tag(prefix: bytes, values: np.ndarray, present: np.ndarray) -> list[np.ndarray]:
+    """A tag's column blocks: ``prefix`` then the padded ``values``, on rows where ``present``."""
+    if present.all():
+        return [_constant(prefix, len(values)), values]
     block = np.concatenate((_constant(prefix, len(values)), values), axis=1)
     block[~present] = 0
-    return block
+    return [block]
 
 
 # ------------------------------------------------------------------------------- formatting
@@ -249,11 +283,12 @@ class _Cigars:
     md: np.ndarray
 
 
-def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, reference) -> _Cigars:
-    """CIGAR text, NM and MD for mapped alignment ``rows`` (of ``reads``), vectorised over every
-    operation and every aligned base. ``read_pool`` is the chunk's forward codes followed by
-    its reverse-complement codes. NM and MD follow samtools calmd: a base matches only when
-    read and reference hold the same unambiguous base."""
+def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Cigars:
+    """CIGAR text, NM and MD for mapped alignment ``rows`` (of ``reads``, ``reverse`` where the
+    reverse complement aligns), vectorised over every operation and every aligned base. NM and
+    MD follow samtools calmd: a base matches only when read and reference hold the same
+    unambiguous base."""
+    reference = context.reference
     count = len(rows)
     op_first = alignments.cigar_offsets[rows].astype(np.int64)
     op_counts = alignments.cigar_offsets[rows + 1].astype(np.int64) - op_first
@@ -261,13 +296,13 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, refere
     op_row = np.repeat(np.arange(count, dtype=np.int64), op_counts)
     op_length = (ops >> 4).astype(np.int64)
     op_code = (ops & 0xF).astype(np.intp)
-    read_lengths = np.diff(chunk.offsets)[reads]
+    read_lengths = context.read_lengths[reads]
 
     if not _SUPPORTED[op_code].all() or (op_length <= 0).any():
         raise ValueError("CIGAR with an unsupported operation (only M I D S = X) or a zero length")
     first_op = _exclusive_cumsum(op_counts)
-    last_op = first_op + op_counts - 1
-    clip_inside = (op_code == SOFT_CLIP) & (np.arange(len(ops)) != first_op[op_row]) & (np.arange(len(ops)) != last_op[op_row])
+    op_rank = np.arange(len(ops)) - first_op[op_row]
+    clip_inside = (op_code == SOFT_CLIP) & (op_rank != 0) & (op_rank != op_counts[op_row] - 1)
     if clip_inside.any():
         raise ValueError(f"CIGAR of read {int(reads[op_row[clip_inside][0]])} has a soft clip between other operations")
     query_use = np.where(_QUERY_CONSUMING[op_code], op_length, 0)
@@ -286,47 +321,61 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, refere
     if outside.any():
         raise ValueError(f"alignment of read {int(reads[np.flatnonzero(outside)[0]])} runs past its contig")
 
-    # Where each operation starts in its read (aligned strand) and in its reference span.
+    # Where each operation starts in its read (aligned strand) and on the reference text.
     query_before = _exclusive_cumsum(query_use)
     query_before -= np.repeat(query_before[first_op], op_counts)
     reference_before = _exclusive_cumsum(reference_use)
     reference_before -= np.repeat(reference_before[first_op], op_counts)
+    text_start = (reference.contig_starts[contig] + position)[op_row] + reference_before
 
-    # CIGAR text: each operation's length digits then its letter; concatenated they are the rows.
+    # CIGAR text: a slot an operation (its length digits, its letter), slot k of a row holding
+    # its k-th operation; unused slots stay NUL, so a row needs no packing.
     digits = _decimal(op_length)
-    op_text = np.concatenate((digits, CIGAR_LETTERS[op_code][:, None]), axis=1)
-    op_text_length = (digits != 0).sum(axis=1) + 1
-    cigar = _padded(op_text[op_text != 0], _segment_sum(op_text_length, op_counts))
+    slots = int(op_counts.max(initial=1))
+    cigar = np.zeros((count * slots, digits.shape[1] + 1), dtype=np.uint8)
+    op_slot = op_row * slots + op_rank
+    cigar[op_slot, :-1] = digits
+    cigar[op_slot, -1] = CIGAR_LETTERS[op_code]
+    cigar = cigar.reshape(count, slots * cigar.shape[1])
 
-    # The reference bases under every span, rows concatenated.
-    span_start = _exclusive_cumsum(span)
-    span_codes = reference.spans(reference.contig_starts[contig] + position, span)
-
-    # Every aligned (M = X) base: read code against reference code.
+    # Every aligned (M = X) operation: its read bases against its reference bases, as two
+    # matrices of one row an operation (read from the pool of forward then reverse strands).
     aligned = np.flatnonzero(_ALIGNED[op_code])
     aligned_length = op_length[aligned]
-    aligned_first = _exclusive_cumsum(aligned_length)
-    read_start = np.asarray(chunk.offsets, dtype=np.int64)[reads] + np.where(reverse, len(chunk.codes), 0)
-    read_codes = read_pool[segment_ranges(read_start[op_row[aligned]] + query_before[aligned], aligned_length)]
-    reference_codes = span_codes[segment_ranges(span_start[op_row[aligned]] + reference_before[aligned], aligned_length)]
-    mismatch_base = np.flatnonzero((read_codes != reference_codes) | (read_codes > 3) | (reference_codes > 3))
-    mismatch_run = np.searchsorted(aligned_first, mismatch_base, side="right") - 1
+    reference_codes = reference.span_rows(text_start[aligned], aligned_length)
+    width = reference_codes.shape[1]
+    read_start = chunk.offsets[reads] + np.where(reverse, len(chunk.codes), 0)
+    read_codes = windows(context.read_pool, read_start[op_row[aligned]] + query_before[aligned], width)
+    differ = (read_codes != reference_codes) | (np.maximum(read_codes, reference_codes) > 3)
+    if (aligned_length < width).any():
+        differ &= prefix_mask(aligned_length, width)
+    mismatch_run, mismatch_column = np.divmod(np.flatnonzero(differ), width)
+    mismatch_code = reference_codes[mismatch_run, mismatch_column]
     mismatch_op = aligned[mismatch_run]
     mismatch_row = op_row[mismatch_op]
-    mismatch_offset = reference_before[mismatch_op] + mismatch_base - aligned_first[mismatch_run]
+    mismatch_offset = reference_before[mismatch_op] + mismatch_column
 
     gaps = np.where((op_code == INSERTION) | (op_code == DELETION), op_length, 0)
     edit_distance = np.bincount(mismatch_row, minlength=count) + _segment_sum(gaps, op_counts)
+    return _Cigars(cigar=cigar, edit_distance=edit_distance, md=_md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code))
 
-    # MD: events (a mismatched base, a deletion) in reference order, each preceded by the count
-    # of matching bases since the previous event; a final count ends every row.
+
+def _md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code) -> np.ndarray:
+    """MD of ``len(span)`` lines: events (a mismatched base, a deletion) in reference order, each
+    preceded by the count of matching bases since the previous event; a final count ends every
+    row. Built as items, one a matrix row (a count then its event's letter or '^'; the final
+    count), packed by dropping their NULs, then the deleted bases are inserted after their '^'."""
+    count = len(span)
     deletion = np.flatnonzero(op_code == DELETION)
     event_row = np.concatenate((mismatch_row, op_row[deletion]))
     event_offset = np.concatenate((mismatch_offset, reference_before[deletion]))
     event_span = np.concatenate((np.ones(len(mismatch_row), dtype=np.int64), op_length[deletion]))
-    order = np.argsort(span_start[event_row] + event_offset, kind="stable")
-    event_row, event_offset, event_span = event_row[order], event_offset[order], event_span[order]
-    is_deletion = order >= len(mismatch_row)
+    event_letter = np.concatenate((_BASE_LETTERS[np.minimum(mismatch_code, 4)], np.full(len(deletion), ord("^"), dtype=np.uint8)))
+    if len(deletion):
+        # Mismatches and deletions are each in reference order already: a stable sort merges them
+        # (and keeps the deletions in operation order).
+        order = np.argsort(_exclusive_cumsum(span)[event_row] + event_offset, kind="stable")
+        event_row, event_offset, event_span, event_letter = event_row[order], event_offset[order], event_span[order], event_letter[order]
     events_per_row = np.bincount(event_row, minlength=count)
     first_event = _exclusive_cumsum(events_per_row)
     rank = np.arange(len(event_row)) - first_event[event_row]
@@ -336,73 +385,78 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, read_pool, refere
     has_events = events_per_row > 0
     last_end[has_events] = event_end[first_event[has_events] + events_per_row[has_events] - 1]
 
-    items_per_row = 2 * events_per_row + 1
-    item_base = _exclusive_cumsum(items_per_row)
-    event_slot = item_base[event_row] + 2 * rank + 1
-    number_slot = np.concatenate((event_slot - 1, item_base + 2 * events_per_row))
-    number_text = _decimal(np.concatenate((event_offset - previous_end, span - last_end)))
-    number_mask = number_text != 0
-    item_length = np.zeros(int(items_per_row.sum()), dtype=np.int64)
-    item_length[number_slot] = number_mask.sum(axis=1)
-    item_length[event_slot] = np.where(is_deletion, 1 + event_span, 1)
-    item_start = _exclusive_cumsum(item_length)
-    md_flat = np.zeros(int(item_length.sum()), dtype=np.uint8)
-    md_flat[(item_start[number_slot][:, None] + np.cumsum(number_mask, axis=1) - 1)[number_mask]] = number_text[number_mask]
-    event_code = span_codes[span_start[event_row] + event_offset]
-    md_flat[item_start[event_slot]] = np.where(is_deletion, ord("^"), _BASE_LETTERS[np.minimum(event_code, 4)])
-    deleted = np.flatnonzero(is_deletion)
-    deleted_codes = span_codes[segment_ranges(span_start[event_row[deleted]] + event_offset[deleted], event_span[deleted])]
-    md_flat[segment_ranges(item_start[event_slot[deleted]] + 1, event_span[deleted])] = _BASE_LETTERS[np.minimum(deleted_codes, 4)]
-    md = _padded(md_flat, _segment_sum(item_length, items_per_row))
-    return _Cigars(cigar=cigar, edit_distance=edit_distance, md=md)
+    items_per_row = events_per_row + 1
+    event_item = _exclusive_cumsum(items_per_row)[event_row] + rank
+    final_item = np.cumsum(items_per_row) - 1
+    numbers = _decimal(np.concatenate((event_offset - previous_end, span - last_end)))
+    items = np.zeros((len(event_row) + count, numbers.shape[1] + 1), dtype=np.uint8)
+    items[event_item, :-1] = numbers[: len(event_row)]
+    items[final_item, :-1] = numbers[len(event_row) :]
+    items[event_item, -1] = event_letter
+    item_length = np.count_nonzero(items, axis=1)
+    md_flat = items[items != 0]
+    if len(deletion):
+        deleted_item = event_item[event_letter == ord("^")]
+        after_caret = (_exclusive_cumsum(item_length) + item_length)[deleted_item]
+        deleted_bases = _BASE_LETTERS[np.minimum(reference.spans(text_start[deletion], op_length[deletion]), 4)]
+        md_flat = np.insert(md_flat, np.repeat(after_caret, op_length[deletion]), deleted_bases)
+        item_length[deleted_item] += op_length[deletion]
+    return _padded(md_flat, _segment_sum(item_length, items_per_row))
+
+
+# Codes 0..4 -> SEQ letters (anything above 4 is N, as the reader never makes), and the same
+# for two codes at once read as a little-endian 16-bit word: half the look-ups.
+_SEQUENCE_LETTERS = np.frombuffer(b"ACGTN" + b"N" * 251, dtype=np.uint8)
+_SEQUENCE_PAIRS = _SEQUENCE_LETTERS[np.arange(1 << 16) & 255].astype("<u2") | (_SEQUENCE_LETTERS[np.arange(1 << 16) >> 8].astype("<u2") << 8)
 
 
 def _format_rows(chunk, alignments, rows, context) -> bytes:
-    """SAM lines for alignment ``rows`` (sorted, of reads forming one input-order run)."""
+    """SAM lines for alignment ``rows`` (sorted, of reads in input order)."""
     count = len(rows)
     reads = context.read_index[rows]
-    first_read, end_read = int(reads[0]), int(reads[-1]) + 1
-    local = reads - first_read
-    every_read = count == end_read - first_read and bool((local == np.arange(count)).all())
-    offsets = chunk.offsets
     read_lengths = context.read_lengths[reads]
+    read_starts = chunk.offsets[reads]
     mapped = alignments.mapped[rows]
     reverse = alignments.reverse[rows] & mapped
     empty = read_lengths == 0
 
-    def per_read(matrix):
-        return matrix if every_read else matrix[local]
+    name_lengths = context.name_lengths[reads]
+    names = _rows(chunk.names, chunk.name_offsets[reads], name_lengths)
+    names[name_lengths == 0, 0] = ord("*")
 
-    name_offsets = chunk.name_offsets
-    names = per_read(_padded(chunk.names[name_offsets[first_read] : name_offsets[end_read]], np.diff(name_offsets[first_read : end_read + 1])))
-    names[names[:, 0] == 0, 0] = ord("*")
-
-    span_lengths = context.read_lengths[first_read:end_read]
-    codes = per_read(_padded(chunk.codes[offsets[first_read] : offsets[end_read]] + np.uint8(1), span_lengths))
-    sequence = _FORWARD_LETTERS[codes]
-    # Reversed padded rows are right-aligned: harmless, since all NUL padding is dropped.
-    sequence[reverse] = _COMPLEMENT_LETTERS[codes[reverse, ::-1]]
+    # SEQ is the aligned strand: a reverse read's comes from the reverse complements (second in
+    # the pool); QUAL is reversed along its row (the padding moves to the front: dropped as any).
+    strand_starts = read_starts + np.where(reverse, len(chunk.codes), 0)
+    width = max(int(read_lengths.max()), 1)
+    even_width = width + width % 2  # whole code pairs; the column added is cut off below
+    sequence = np.take(_SEQUENCE_PAIRS, windows(context.read_pool, strand_starts, even_width).view("<u2")).view(np.uint8)
+    sequence = _cut(sequence, read_lengths)
     sequence[empty, 0] = ord("*")
     if chunk.qualities is None:
         quality = _constant(b"*", count)
     else:
-        quality = per_read(_padded(chunk.qualities[offsets[first_read] : offsets[end_read]], span_lengths))
-        quality[reverse] = quality[reverse, ::-1]
+        quality = _rows(chunk.qualities, read_starts, read_lengths)
+        flipped = np.flatnonzero(reverse)
+        quality[flipped] = quality[flipped, ::-1]
         quality[empty, 0] = ord("*")
 
-    mapped_rows = np.flatnonzero(mapped)
-    fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context.read_pool, context.reference)
-    cigar = np.zeros((count, fields.cigar.shape[1]), dtype=np.uint8)
-    cigar[mapped_rows] = fields.cigar
-    cigar[~mapped, 0] = ord("*")
-    md = np.zeros((count, fields.md.shape[1]), dtype=np.uint8)
-    md[mapped_rows] = fields.md
-    edit_distance = np.zeros(count, dtype=np.int64)
-    edit_distance[mapped_rows] = fields.edit_distance
+    if mapped.all():
+        fields = _alignment_fields(chunk, alignments, rows, reads, reverse, context)
+        cigar, md, edit_distance = fields.cigar, fields.md, fields.edit_distance
+    else:
+        mapped_rows = np.flatnonzero(mapped)
+        fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context)
+        cigar = np.zeros((count, fields.cigar.shape[1]), dtype=np.uint8)
+        cigar[mapped_rows] = fields.cigar
+        cigar[~mapped, 0] = ord("*")
+        md = np.zeros((count, fields.md.shape[1]), dtype=np.uint8)
+        md[mapped_rows] = fields.md
+        edit_distance = np.zeros(count, dtype=np.int64)
+        edit_distance[mapped_rows] = fields.edit_distance
     second = alignments.second_score[rows]
     flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
-    secondary = np.zeros(count, dtype=bool) if alignments.secondary is None else alignments.secondary[rows] & mapped
-    flag = flag + np.where(secondary, FLAG_SECONDARY, 0)
+    if alignments.secondary is not None:
+        flag += np.where(alignments.secondary[rows] & mapped, FLAG_SECONDARY, 0)
     rname = context.reference.rname_table()[np.where(mapped, alignments.contig[rows], len(context.reference.contig_names))]
     position = np.where(mapped, alignments.position[rows].astype(np.int64) + 1, 0)
     mapq = np.where(mapped, context.mapq[rows], 0)
@@ -411,10 +465,10 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
     blocks = [
         names, tab, _decimal(flag), tab, rname, tab, _decimal(position), tab, _decimal(mapq), tab, cigar,
         _constant(b"\t*\t0\t0\t", count), sequence, tab, quality,
-        _tag(b"\tNM:i:", _decimal(edit_distance), mapped),
-        _tag(b"\tMD:Z:", md, mapped),
-        _tag(b"\tAS:i:", _decimal(alignments.score[rows]), mapped),
-        _tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, second)), mapped & (second != NO_SCORE)),
+        *_tag(b"\tNM:i:", _decimal(edit_distance), mapped),
+        *_tag(b"\tMD:Z:", md, mapped),
+        *_tag(b"\tAS:i:", _decimal(alignments.score[rows]), mapped),
+        *_tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, second)), mapped & (second != NO_SCORE)),
     ]  # fmt: skip
     if context.read_group_id is not None:
         blocks.append(_constant(b"\tRG:Z:" + context.read_group_id.encode(), count))
@@ -425,12 +479,15 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
 
 @dataclass
 class _Context:
+    """What every batch of a chunk reads."""
+
     reference: ReferenceText
     read_group_id: str | None
-    read_index: np.ndarray
-    read_lengths: np.ndarray
-    mapq: np.ndarray
-    read_pool: np.ndarray
+    read_index: np.ndarray  # int64[rows]
+    read_lengths: np.ndarray  # int64[reads]
+    name_lengths: np.ndarray  # int64[reads]
+    mapq: np.ndarray  # uint8[rows]
+    read_pool: np.ndarray  # the chunk's codes, then its reverse complements at the same offsets
 
 
 def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None) -> bytes:
@@ -462,18 +519,19 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
     rows = np.arange(rows_total, dtype=np.int64) if write_unaligned else np.flatnonzero(alignments.mapped)
     if len(rows) == 0:
         return b""
+    name_lengths = np.diff(np.asarray(chunk.name_offsets, dtype=np.int64))
     context = _Context(
         reference=reference_text,
         read_group_id=read_group_id,
         read_index=read_index,
         read_lengths=read_lengths,
+        name_lengths=name_lengths,
         mapq=mapq,
         read_pool=np.concatenate((np.asarray(chunk.codes, dtype=np.uint8), np.asarray(chunk.reverse_codes, dtype=np.uint8))),
     )
     # Bytes a line may take in its padded matrix: SEQ, QUAL, name, CIGAR (11 a op), MD, fixed.
-    name_lengths = np.diff(np.asarray(chunk.name_offsets, dtype=np.int64))[read_index[rows]]
     op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
-    width = 4 * read_lengths[read_index[rows]] + name_lengths + 12 * op_counts + 160
+    width = 4 * read_lengths[read_index[rows]] + name_lengths[read_index[rows]] + 12 * op_counts + 160
     pieces = []
     start = 0
     lookahead = 4096

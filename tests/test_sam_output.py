@@ -289,6 +289,15 @@ def test_small_batches_and_packed_reference_give_the_same_text(monkeypatch):
     assert format_chunk(case.chunk, case.alignments, packed_reference, None, True) == whole
 
 
+def test_decimal_text_of_awkward_integers():
+    from bowmap.sam_output import _decimal
+
+    edges = [0, 1, 9, 10, 9999, 10000, 10001, 99999999, 100000000, 123456789012, 2**62, -1, -9999, -10000, -(2**62)]
+    for values in (np.array(edges), np.arange(10000), np.array([5, 70000]), np.array([-3, 0, 42])):
+        text = _decimal(values)
+        assert [row[row != 0].tobytes().decode() for row in text] == [str(int(value)) for value in values]
+
+
 def test_secondary_lines_and_computed_mapq():
     case = make_case(21, 40, ambiguous=False)
     alignments = case.alignments
