@@ -295,7 +295,8 @@ def _widen_pipe(descriptor: int) -> None:
 
         with open("/proc/sys/fs/pipe-max-size") as limit:
             size = min(int(limit.read()), 4 << 20)
-        fcntl.fcntl(descriptor, fcntl.F_SETPIPE_SZ, size)
+        if size > fcntl.fcntl(descriptor, fcntl.F_GETPIPE_SZ):  # never shrink it (a low limit)
+            fcntl.fcntl(descriptor, fcntl.F_SETPIPE_SZ, size)
     except (ImportError, AttributeError, OSError, ValueError):
         pass  # not Linux, or not allowed: the default buffer works, a little slower
 

@@ -333,6 +333,11 @@ class SeedFilter:
         return Windows(*(getattr(windows, name)[keep] for name in Windows.FIELDS))
 
 
+# The kernel counts a window's distinct read offsets in a bit set of the index's longest read
+# held by each work-item (private memory): beyond this the host path is used instead.
+DEVICE_WINDOWS_LONGEST_READ = 4096
+
+
 class DeviceWindows:
     """Owner of ``opencl/seed_windows.cl``: :meth:`SeedFilter._merge_on_host` (hits -> windows,
     then the best ``windows_per_read``) run on the device, one work-item a read; the host only
@@ -345,7 +350,7 @@ class DeviceWindows:
     def __init__(self, device, queue, index: FMIndex, options: SeedOptions):
         import pyopencl as cl
 
-        from bowmap.devices import ReusedBuffer
+        from bowmap.devices import ReusedBuffer, work_group_size
 
         self.device = device
         self.queue = queue
@@ -356,7 +361,7 @@ class DeviceWindows:
         constants = _window_constants(index, options)
         program = device.program("seed_windows.cl", tuple(f"-D{name}={value}" for name, value in constants.items()))
         self._kernel = cl.Kernel(program, "seed_windows")
-        self._group = 64
+        self._group = work_group_size(self._kernel, device, wavefronts=2)
         mf = cl.mem_flags
         context = device.context
         flags = mf.READ_ONLY | mf.COPY_HOST_PTR
@@ -374,7 +379,9 @@ class DeviceWindows:
     @staticmethod
     def fits(index: FMIndex) -> bool:
         """Whether text positions fit 32 bits and (strand, contig, diagonal, offset) 64."""
-        if index is None or index.total_length + index.max_read_length >= 2**32 or index.max_read_length >= 2**25:
+        if index is None or index.total_length + index.max_read_length >= 2**32:
+            return False
+        if index.max_read_length > DEVICE_WINDOWS_LONGEST_READ:
             return False
         constants = _window_constants(index, SeedOptions())
         key_values = 2 * constants["CONTIG_SPAN"] * int(constants["DIAGONAL_SPAN"].rstrip("ul"))

@@ -56,7 +56,7 @@ inline uint contig_of(__global const uint *contig_starts, uint position)
 
 /* Whether text [position, end) lies in one contig and meets no ambiguous run. */
 inline bool span_is_clean(__global const uint *contig_ends, uint contig, __global const uint *hole_starts,
-                          __global const uint *hole_ends, uint position, uint end)
+                          __global const uint *hole_ends, uint position, ulong end)
 {
     if (end > contig_ends[contig])
         return false;
@@ -139,7 +139,7 @@ __kernel void seed_windows(
     for (uint h = 0; h < located; ++h) {
         uint position = hit_position[first + h], tag = hit_tag[first + h];
         uint offset = tag >> 7, contig = contig_of(contig_starts, position);
-        if (!span_is_clean(contig_ends, contig, hole_starts, hole_ends, position, position + ((tag >> 1) & 63u)))
+        if (!span_is_clean(contig_ends, contig, hole_starts, hole_ends, position, (ulong)position + ((tag >> 1) & 63u)))
             continue;
         ulong group = (ulong)(tag & 1u) * CONTIG_SPAN + contig;
         ulong diagonal = (ulong)position + SHIFT - offset; /* diagonal + SHIFT >= 0 */

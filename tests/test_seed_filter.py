@@ -178,10 +178,11 @@ def test_device_windows_need_32_bit_positions(tmp_path):
 
     from bowmap.seed_filter import DeviceWindows
 
-    def index(total, contigs):
-        return SimpleNamespace(total_length=total, max_read_length=1024, contig_starts=np.zeros(contigs, dtype=np.int64), ambiguous_starts=[])
+    def index(total, contigs, longest=1024):
+        return SimpleNamespace(total_length=total, max_read_length=longest, contig_starts=np.zeros(contigs, dtype=np.int64), ambiguous_starts=[])
 
     assert DeviceWindows.fits(index(3_200_000_000, 3_000))  # a human assembly
     assert not DeviceWindows.fits(index(2**32 - 1000, 1))
     assert not DeviceWindows.fits(index(3_200_000_000, 2**22))  # too many contigs for the keys
     assert not DeviceWindows.fits(None)
+    assert not DeviceWindows.fits(index(10_000, 1, longest=5_000))  # its offset bit set would not fit a work-item
