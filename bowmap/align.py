@@ -151,7 +151,10 @@ class DeviceWorker:
         # The seed and the Smith-Waterman stages run in different threads: a queue each, so
         # neither waits behind the other's kernels.
         self.seed_filter = SeedFilter(index, device_blocks, FMSearch(device, device.queue()), options.seed)
-        self.smith_waterman = SmithWaterman(device, scoring, device.queue())
+        extend_queue = device.queue()
+        self.smith_waterman = SmithWaterman(device, scoring, extend_queue)
+        # The rescue seeds on the extend stage's queue: the two stages may run in two threads.
+        self.rescue_filter = SeedFilter(index, device_blocks, FMSearch(device, extend_queue), options.seed)
         self.device_text = device_text  # the packed reference on the device: windows are read there
 
     def seed(self, chunk):
@@ -162,7 +165,9 @@ class DeviceWorker:
         from bowmap.sam_output import format_chunk
 
         chunk, windows = item
-        alignments = extend_chunk(self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options)
+        alignments = extend_chunk(
+            self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter
+        )
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
         return text, chunk.count, int(alignments.mapped.sum())
@@ -250,8 +255,12 @@ def default_processes(device_infos, index_bytes: int = 0) -> int:
     return max(1, min(cores - 1, fitting))
 
 
-def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions):
-    """Smith-Waterman over every candidate window, then the traceback of each read's best."""
+def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions, rescuer=None):
+    """Smith-Waterman over every candidate window, then the traceback of each read's best.
+
+    With a ``rescuer`` (a SeedFilter on this stage's queue), reads whose best alignment is
+    poor (``rescue_mismatches`` or more below a perfect match, or none) get the windows of
+    dense seeds too (:meth:`SeedFilter.rescue_windows`), scored and ranked with the others."""
     from bowmap.sam_output import NO_SCORE, ChunkAlignments
 
     count = chunk.count
@@ -259,18 +268,34 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     read_codes = np.concatenate((chunk.codes, chunk.reverse_codes))
     read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
     read_lengths = np.concatenate((lengths, lengths))
+
+    def scored(windows: Windows):
+        """Best score and window end of each of ``windows``."""
+        # Windows are (text position, length): the kernels read their bases from the packed
+        # text on the device, so none are gathered here or copied in.
+        inputs = (read_codes, read_offsets, read_lengths, device_text, windows.start, windows.end - windows.start)
+        pairs = (windows.read + count * windows.reverse, np.arange(len(windows)))
+        score, _, window_end = smith_waterman.best(*inputs, *pairs)
+        return score, window_end
+
+    score, window_end = scored(windows)
+    best, best_score, second_score = _ranked(chunk, windows, score, window_end, count)
+    seed_options = options.seed
+    if rescuer is not None and seed_options.rescue_interval:
+        poor_below = lengths * scoring.match - seed_options.rescue_mismatches * (scoring.match + scoring.mismatch)
+        poor = (best_score < poor_below) & (lengths >= seed_options.seed_length)
+        extra = _new_windows(windows, rescuer.rescue_windows(chunk.codes, chunk.reverse_codes, chunk.offsets, poor), index) if poor.any() else None
+        if extra is not None and len(extra):
+            extra_score, extra_end = scored(extra)
+            merged = [np.concatenate((getattr(windows, name), getattr(extra, name))) for name in Windows.FIELDS]
+            order = np.lexsort((merged[2], merged[1], merged[0]))
+            windows = Windows(*(array[order] for array in merged))
+            score, window_end = np.concatenate((score, extra_score))[order], np.concatenate((window_end, extra_end))[order]
+            best, best_score, second_score = _ranked(chunk, windows, score, window_end, count)
     window_lengths = windows.end - windows.start
-    # Windows are (text position, length): the kernels read their bases from the packed text
-    # on the device, so none are gathered here or copied over.
-    window_codes, window_offsets = device_text, windows.start
+    inputs = (read_codes, read_offsets, read_lengths, device_text, windows.start, window_lengths)
     pair_reads = windows.read + count * windows.reverse
     pair_windows = np.arange(len(windows))
-    inputs = (read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths)
-    score, _, window_end = smith_waterman.best(*inputs, pair_reads, pair_windows)
-    tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start, score)
-    best, best_score, second_score = best_two(
-        windows.read, score, count, tie_breaker, windows.reverse, windows.start + window_end
-    )
     mapped = (best >= 0) & (best_score > 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
     chosen = best[mapped]
     traced_score, _, _, window_start, _, cigar_ops, _, traced_lengths = smith_waterman.traceback(
@@ -298,6 +323,32 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
         cigar_ops=cigar_ops,
         cigar_offsets=cigar_offsets,
     )
+
+
+def _ranked(chunk, windows: Windows, score, window_end, count: int):
+    """best_two over a chunk's scored windows (sorted by read), ties broken by tie_breakers."""
+    tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start, score)
+    return best_two(windows.read, score, count, tie_breaker, windows.reverse, windows.start + window_end)
+
+
+# Window lengths enter _new_windows's keys modulo this: windows are at most a read (up to 4096
+# bases in practice) plus three margins long, so two windows of one start never collide.
+WINDOW_LENGTH_KEY = 8192
+
+
+def _new_windows(windows: Windows, extra: Windows, index) -> Windows:
+    """The windows of ``extra`` that ``windows`` does not hold already (same read, strand, start
+    and end): scoring them again would only cost time."""
+    span = int(index.total_length) + 1
+    reads = int(max(windows.read.max(initial=0), extra.read.max(initial=0))) + 1
+    if 2 * reads * span * WINDOW_LENGTH_KEY >= 2**62:  # keys would overflow: score the repeats
+        return extra
+
+    def keys(w: Windows) -> np.ndarray:
+        return ((w.read * 2 + w.reverse) * span + w.start) * WINDOW_LENGTH_KEY + (w.end - w.start) % WINDOW_LENGTH_KEY
+
+    fresh = ~np.isin(keys(extra), keys(windows))
+    return Windows(*(getattr(extra, name)[fresh] for name in Windows.FIELDS))
 
 
 def run_align(options: AlignOptions) -> dict:

@@ -38,6 +38,10 @@ class SeedOptions:
     reseed_length: int = 16
     # Seed length for reads with a seed too repetitive to locate (0: none); at most 32.
     long_seed_length: int = 32
+    # Rescue (see SeedFilter.rescue_windows): seeds every this many bases (0: no rescue) for
+    # reads whose best alignment scores this many mismatches or more below a perfect match.
+    rescue_interval: int = 4
+    rescue_mismatches: int = 5
 
     def seed_interval(self, read_length: np.ndarray) -> np.ndarray:
         """bowtie2's seed spacing I(x) = floor(1 + 1.15 sqrt(x)) for reads of length x."""
@@ -85,15 +89,16 @@ def _kmer_keys(text: np.ndarray, length: int) -> np.ndarray:
     return _pack(np.lib.stride_tricks.sliding_window_view(text, length))
 
 
-def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed_length=None, first=None, only=None) -> Seeds:
-    """Seeds of ``seed_length`` every I(read length) bases from offset ``first`` (default 0) of
+def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed_length=None, first=None, only=None,
+                  interval=None) -> Seeds:
+    """Seeds of ``seed_length`` every ``interval`` (default I(read length)) bases from offset ``first`` (default 0) of
     each read and of its reverse complement, plus one ending at the read's last base where the
     spacing leaves the end uncovered (otherwise up to I - 1 bases at the end are never seeded,
     and a read with a few errors spread over the rest finds no exact seed at all). A read
     shorter than a seed, or not in the boolean mask ``only``, has none."""
     seed_length = options.seed_length if seed_length is None else seed_length
     lengths = np.diff(read_offsets)
-    interval = options.seed_interval(lengths)
+    interval = options.seed_interval(lengths) if interval is None else np.full(len(lengths), interval, dtype=np.int64)
     first = np.zeros(len(lengths), dtype=np.int64) if first is None else np.asarray(first, dtype=np.int64)
     seedable = lengths - first >= seed_length
     if only is not None:
@@ -170,6 +175,17 @@ class SeedFilter:
             order = np.lexsort((combined[2], combined[1], combined[0]))
             windows = Windows(*(array[order] for array in combined))
         return windows
+
+    def rescue_windows(self, codes, reverse_codes, read_offsets, only) -> Windows:
+        """Windows of the reads in the mask ``only`` from seeds every ``rescue_interval`` bases:
+        for reads whose best alignment is poor. A read with several errors inside a repeat may
+        have its few seeds that single out its own copy fall between the spaced ones, or lose
+        its copy's window (one seed) to the family's other copies (several seeds each); dense
+        seeds, fewest occurrences first, give its copy the weight (as BWA-MEM re-seeds)."""
+        lengths = np.diff(read_offsets)
+        seeds = extract_seeds(codes, reverse_codes, read_offsets, self.options, only=only, interval=self.options.rescue_interval)
+        hits, _ = self._hits(seeds, len(lengths))
+        return self._merge(*hits, lengths)
 
     def _hits(self, seeds: Seeds, count: int):
         """Located hits of one round of seeds, as (read, reverse, text position, read offset, seed

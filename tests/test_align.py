@@ -281,3 +281,30 @@ def test_default_processes_follow_cores_and_device_memory(monkeypatch):
     assert align.default_processes([gpu], 15 << 30) == 5  # 80 GiB hold five copies of 15 + 1 GiB
     assert align.default_processes([gpu, gpu], 30 << 30) == 4
     assert align.default_processes([gpu], 200 << 30) == 1
+
+
+def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device):
+    """extend_chunk given no windows at all: with the rescuer, dense seeds find the read's place
+    (its best alignment, none, counts as poor); without it the read stays unmapped."""
+    from conftest import build_test_index, codes_to_text
+
+    from bowmap.align import AlignOptions, device_workers, extend_chunk
+    from bowmap.reader import ReadChunk
+    from bowmap.sam_output import ReferenceText
+    from bowmap.seed_filter import Windows
+    from bowmap.smith_waterman import Scoring
+
+    rng = np.random.default_rng(3)
+    genome = rng.integers(0, 4, 20_000).astype(np.uint8)
+    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], max_read_length=150)
+    read = genome[7_000:7_100].copy()
+    read[[10, 45, 80]] = (read[[10, 45, 80]] + 1) % 4
+    chunk = ReadChunk(0, 0, np.frombuffer(b"r", np.uint8), np.array([0, 1]), read, np.array([0, 100]), None)
+    options, scoring = AlignOptions(index=str(tmp_path / "ref"), reads="-"), Scoring()
+    worker = device_workers(index, ReferenceText.from_index(index), device, 1, options, scoring)[0]
+    nothing = Windows(*(np.zeros(0, dtype=dtype) for dtype in (np.int64, bool, np.int64, np.int64, np.int64)))
+    alone = extend_chunk(worker.device_text, index, worker.smith_waterman, chunk, nothing, scoring, options)
+    assert not alone.mapped[0]
+    rescued = extend_chunk(worker.device_text, index, worker.smith_waterman, chunk, nothing, scoring, options, worker.rescue_filter)
+    assert rescued.mapped[0] and not rescued.reverse[0]
+    assert (rescued.position[0], rescued.score[0]) == (7_000, 100 - 3 * (scoring.match + scoring.mismatch))
