@@ -209,7 +209,14 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
     def pump():
         try:
             while (message := outgoing.get()) is not None:
-                results.send(message)
+                kind, number, payload = message
+                if kind == "result" and isinstance(payload, tuple) and payload and isinstance(payload[0], bytes):
+                    # A result led by its text (SAM): the text goes as raw bytes after a small
+                    # header, so neither side copies it into or out of a pickle.
+                    results.send(("text", number, payload[1:]))
+                    results.send_bytes(payload[0])
+                else:
+                    results.send(message)
         except OSError:  # the parent has gone: nobody to tell
             os._exit(1)
 
@@ -357,6 +364,8 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
                 rank = open_pipes[connection]
                 try:
                     kind, number, payload = connection.recv()
+                    if kind == "text":  # see _worker_process: (text, *rest) sent in two parts
+                        kind, payload = "result", (connection.recv_bytes(), *payload)
                 except (EOFError, OSError):
                     workers[rank].join(1.0)
                     raise RuntimeError(
