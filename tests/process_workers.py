@@ -96,3 +96,28 @@ class ExitsQuietly:
 
     def __call__(self, rank: int):
         os._exit(0)
+
+
+def text_square(chunk):
+    """A result led by its text, as the aligner's (SAM text, reads, mapped): sent as raw bytes."""
+    return f"{chunk.number}:{chunk.value**2}\n".encode() * (1 + chunk.number % 5) * 4000, chunk.number, os.getpid()
+
+
+class TextSquares:
+    def __call__(self, rank: int):
+        return text_square
+
+
+def die_mid_text(chunk):
+    if chunk.number == 3:
+        import signal
+        import threading
+
+        threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        return b"x" * (64 << 20), chunk.number, os.getpid()  # killed while its raw text is half sent
+    return text_square(chunk)
+
+
+class DiesMidText:
+    def __call__(self, rank: int):
+        return die_mid_text

@@ -119,6 +119,14 @@ def test_a_failing_process_stops_the_run(starter, error, text):
     assert [number for number, _, _ in out] == list(range(len(out))) and len(out) <= 12
 
 
+def test_results_led_by_text_arrive_whole_and_in_order():
+    chunks = [Chunk(number, number * 3 % 17) for number in range(30)]
+    out = []
+    run_processes(chunks, process_workers.TextSquares(), out.append, 3, queue_size=1)
+    assert [result[:2] for result in out] == [process_workers.text_square(chunk)[:2] for chunk in chunks]
+    assert all(isinstance(result[0], bytes) for result in out)
+
+
 def test_a_bad_record_stops_the_processes():
     def chunks():
         for number in range(10_000):
@@ -143,6 +151,7 @@ def test_processes_with_threaded_stages_keep_input_order():
         (process_workers.ThreadedFailing(), RuntimeError, "stage failed"),
         (process_workers.DiesMidMessage(), RuntimeError, "ended unexpectedly"),
         (process_workers.ExitsQuietly(), RuntimeError, "ended unexpectedly"),
+        (process_workers.DiesMidText(), RuntimeError, "ended unexpectedly"),
     ],
 )
 def test_workers_that_fail_or_die_in_odd_ways_stop_the_run(starter, error, text):
