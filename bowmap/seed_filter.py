@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.arrays import unique
+from bowmap.arrays import prefix_mask, unique
 from bowmap.fm_search import DeviceBlock, FMSearch, interval_rows
 from bowmap.index import FMIndex
 
@@ -372,17 +372,20 @@ class DeviceWindows:
         self.queue = queue
         self.limit = options.windows_per_read
         self.longest_read = index.max_read_length
-        self.contig_starts = np.asarray(index.contig_starts, dtype=np.int64)
-        self.contig_ends = self.contig_starts + np.asarray(index.contig_lengths, dtype=np.int64)
         constants = _window_constants(index, options)
-        program = device.program("seed_windows.cl", tuple(f"-D{name}={value}" for name, value in constants.items()))
+        # DIAGONAL_SPAN exceeds 32 bits for large texts: an unsigned long literal.
+        program = device.program("seed_windows.cl", tuple(
+            f"-D{name}={value}{'ul' if name == 'DIAGONAL_SPAN' else ''}" for name, value in constants.items()
+        ))
         self._kernel = cl.Kernel(program, "seed_windows")
         self._group = work_group_size(self._kernel, device, wavefronts=2)
         mf = cl.mem_flags
         context = device.context
         flags = mf.READ_ONLY | mf.COPY_HOST_PTR
-        self._contig_starts = cl.Buffer(context, flags, hostbuf=self.contig_starts.astype(np.uint32))
-        self._contig_ends = cl.Buffer(context, flags, hostbuf=self.contig_ends.astype(np.uint32))
+        contig_starts = np.asarray(index.contig_starts, dtype=np.int64)
+        contig_ends = contig_starts + np.asarray(index.contig_lengths, dtype=np.int64)
+        self._contig_starts = cl.Buffer(context, flags, hostbuf=contig_starts.astype(np.uint32))
+        self._contig_ends = cl.Buffer(context, flags, hostbuf=contig_ends.astype(np.uint32))
         holes = np.asarray(index.ambiguous_starts, dtype=np.int64)
         hole_ends = holes + np.asarray(index.ambiguous_lengths, dtype=np.int64)
         # A buffer may not be empty: with no holes the kernel never reads these.
@@ -400,7 +403,7 @@ class DeviceWindows:
         if index.max_read_length > DEVICE_WINDOWS_LONGEST_READ:
             return False
         constants = _window_constants(index, SeedOptions())
-        key_values = 2 * constants["CONTIG_SPAN"] * int(constants["DIAGONAL_SPAN"].rstrip("ul"))
+        key_values = 2 * constants["CONTIGS"] * constants["DIAGONAL_SPAN"]
         return key_values << constants["OFFSET_BITS"] <= 2**64
 
     def takes(self, lengths: np.ndarray) -> bool:
@@ -439,11 +442,10 @@ class DeviceWindows:
         if count:
             global_size = -(-count // self._group) * self._group
             self._kernel(
-                self.queue, (global_size,), (self._group,), *buffers[:1], buffers[1], buffers[2], buffers[3],
-                self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs,
+                self.queue, (global_size,), (self._group,), *buffers, self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs,
             )
             read_back(self.queue, window_count, outputs[0], start, outputs[1], end, outputs[2], meta, outputs[3])
-        kept = np.flatnonzero((np.arange(self.limit) < window_count[:, None].astype(np.int64)).reshape(-1))
+        kept = np.flatnonzero(prefix_mask(window_count, self.limit).reshape(-1))
         meta = meta[kept]
         return Windows(
             read=kept // self.limit,
@@ -464,9 +466,8 @@ def _window_constants(index: FMIndex, options: SeedOptions) -> dict:
         "SHIFT": longest,
         "CONTIGS": contigs,
         "HOLES": len(index.ambiguous_starts),
-        "CONTIG_SPAN": contigs,
         "OFFSET_BITS": longest.bit_length(),
-        "DIAGONAL_SPAN": f"{index.total_length + longest + 1}ul",
+        "DIAGONAL_SPAN": index.total_length + longest + 1,
         "MASK_WORDS": -(-longest // 32),
     }
 

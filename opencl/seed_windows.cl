@@ -10,7 +10,7 @@
  * Per read:
  *  1. Hits whose seed meets an ambiguous base (its indexed stand-in is random) or runs past its
  *     contig are dropped. A 64-bit key per other hit: strand, contig, diagonal + SHIFT, read
- *     offset (most to least significant; 1 bit, CONTIG_SPAN and DIAGONAL_SPAN values, OFFSET_BITS
+ *     offset (most to least significant; 1 bit, CONTIGS and DIAGONAL_SPAN values, OFFSET_BITS
  *     bits, as the host checked), then a heap sort of the keys: hits in (strand, contig, diagonal) order, as the reference sorts.
  *  2. One pass makes the windows: a hit opens one when strand or contig changes, when its
  *     diagonal is more than MARGIN past the previous hit's, or when it falls in another bin of
@@ -28,7 +28,7 @@
  * (uint text positions, half-open) and out_meta (weight | reverse << 31).
  *
  * Compile-time constants: MARGIN, LIMIT, SHIFT (the index's longest read), CONTIGS, HOLES,
- * OFFSET_BITS, CONTIG_SPAN (contigs), DIAGONAL_SPAN (text length + SHIFT + 1), MASK_WORDS
+ * OFFSET_BITS, DIAGONAL_SPAN (text length + SHIFT + 1), MASK_WORDS
  * (32-bit words of the offset bit set: read offsets < 32 * MASK_WORDS).
  */
 
@@ -141,7 +141,7 @@ __kernel void seed_windows(
         uint offset = tag >> 7, contig = contig_of(contig_starts, position);
         if (!span_is_clean(contig_ends, contig, hole_starts, hole_ends, position, (ulong)position + ((tag >> 1) & 63u)))
             continue;
-        ulong group = (ulong)(tag & 1u) * CONTIG_SPAN + contig;
+        ulong group = (ulong)(tag & 1u) * CONTIGS + contig;
         ulong diagonal = (ulong)position + SHIFT - offset; /* diagonal + SHIFT >= 0 */
         key[hits++] = ((group * DIAGONAL_SPAN + diagonal) << OFFSET_BITS) | offset;
     }
@@ -177,10 +177,10 @@ __kernel void seed_windows(
         if (h == hits)
             break;
         if (opens) {
-            contig = (uint)(group % CONTIG_SPAN);
+            contig = (uint)(group % CONTIGS);
             long start = diagonal - MARGIN, contig_start = contig_starts[contig];
             w_start[windows] = (uint)(start > contig_start ? start : contig_start);
-            w_meta[windows] = (uint)(group / CONTIG_SPAN) << 31;
+            w_meta[windows] = (uint)(group / CONTIGS) << 31;
             ++windows;
             weight = 0;
             for (uint i = 0; i < MASK_WORDS; ++i)
