@@ -269,13 +269,16 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
     read_lengths = np.concatenate((lengths, lengths))
 
+    def sequences(windows: Windows):
+        """The Smith-Waterman calls' read and window arguments. Windows are (text position,
+        length): the kernels read their bases from the packed text on the device, so none are
+        gathered here or copied in."""
+        return read_codes, read_offsets, read_lengths, device_text, windows.start, windows.end - windows.start
+
     def scored(windows: Windows):
         """Best score and window end of each of ``windows``."""
-        # Windows are (text position, length): the kernels read their bases from the packed
-        # text on the device, so none are gathered here or copied in.
-        inputs = (read_codes, read_offsets, read_lengths, device_text, windows.start, windows.end - windows.start)
         pairs = (windows.read + count * windows.reverse, np.arange(len(windows)))
-        score, _, window_end = smith_waterman.best(*inputs, *pairs)
+        score, _, window_end = smith_waterman.best(*sequences(windows), *pairs)
         return score, window_end
 
     score, window_end = scored(windows)
@@ -292,14 +295,11 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
             windows = Windows(*(array[order] for array in merged))
             score, window_end = np.concatenate((score, extra_score))[order], np.concatenate((window_end, extra_end))[order]
             best, best_score, second_score = _ranked(chunk, windows, score, window_end, count)
-    window_lengths = windows.end - windows.start
-    inputs = (read_codes, read_offsets, read_lengths, device_text, windows.start, window_lengths)
     pair_reads = windows.read + count * windows.reverse
-    pair_windows = np.arange(len(windows))
     mapped = (best >= 0) & (best_score > 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
     chosen = best[mapped]
     traced_score, _, _, window_start, _, cigar_ops, _, traced_lengths = smith_waterman.traceback(
-        *inputs, pair_reads[chosen], pair_windows[chosen]
+        *sequences(windows), pair_reads[chosen], chosen
     )
     position = np.zeros(count, dtype=np.int64)
     contig = np.zeros(count, dtype=np.int32)
