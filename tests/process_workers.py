@@ -81,12 +81,17 @@ class DiesMidMessage:
         return die_mid_message
 
 
+def _killed_soon() -> None:
+    """This process is killed (no clean-up, no report) 0.2 s from now."""
+    import signal
+    import threading
+
+    threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+
+
 def die_mid_message(chunk):
     if chunk.number == 3:
-        import signal
-        import threading
-
-        threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        _killed_soon()
         return chunk.number, b"x" * (64 << 20), os.getpid()  # the parent is slow to read it
     return square(chunk)
 
@@ -110,10 +115,7 @@ class TextSquares:
 
 def die_mid_text(chunk):
     if chunk.number == 3:
-        import signal
-        import threading
-
-        threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+        _killed_soon()
         return b"x" * (64 << 20), chunk.number, os.getpid()  # killed while its raw text is half sent
     return text_square(chunk)
 
