@@ -3,9 +3,11 @@ chunks, receiving and writing SAM text) and the worker processes' host work coul
 
 The GPU run of ``bowmap align`` is host-bound; this tells which host side binds it. One table:
 
-* ``parent``: ``bowmap.pipeline.run_processes`` over the real FASTQ reader with workers that
-  answer each chunk at once with SAM-sized text (--sam-bytes a read): the parent's ceiling in
-  reads/s, with its CPU time (all its threads) a read.
+* ``parent``: ``bowmap.pipeline.run_processes`` over what ``bowmap align`` hands out (byte
+  ranges of an uncompressed FASTQ, which the workers read and parse) with workers that answer
+  each chunk at once with SAM-sized text (--sam-bytes a read): the parent's ceiling in reads/s,
+  with its CPU time (all its threads) a read. ``parent-parsing``: the same with the parent
+  parsing the FASTQ itself and sending the chunks (as it does for gzip or stdin input).
 * ``workers``: the real aligner (``ProcessWorker``: seeds, windows, Smith-Waterman, SAM text) on
   --chunks chunks held in memory, in each of --processes worker processes at once, none of them
   waiting on a parent: the workers' ceiling (sum of their rates), after a warm-up chunk each.
@@ -35,15 +37,18 @@ class InstantWorker:
         self.sam_bytes = sam_bytes
 
     def __call__(self, rank: int):
+        from bowmap.reader import as_chunk
+
         def answer(chunk):
+            chunk = as_chunk(chunk)  # a byte range is read and parsed by the worker, as in align
             return (b"x" * (self.sam_bytes * chunk.count), chunk.count, chunk.count)
 
         return answer
 
 
-def parent_ceiling(reads: str, processes: int, sam_bytes: int, chunk_bases: int) -> tuple[int, float, float]:
+def parent_ceiling(reads: str, processes: int, sam_bytes: int, chunk_bases: int, ranges: bool) -> tuple[int, float, float]:
     from bowmap.pipeline import run_processes
-    from bowmap.reader import read_chunks
+    from bowmap.reader import input_chunks, read_chunks
 
     count = [0]
     with open(os.devnull, "wb") as sink:
@@ -54,7 +59,8 @@ def parent_ceiling(reads: str, processes: int, sam_bytes: int, chunk_bases: int)
 
         before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
-        run_processes(read_chunks(reads, chunk_bases), InstantWorker(sam_bytes), write, processes)
+        chunks = input_chunks(reads, chunk_bases, 1 << 16) if ranges else read_chunks(reads, chunk_bases, 1 << 16)
+        run_processes(chunks, InstantWorker(sam_bytes), write, processes)
         seconds = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
@@ -117,13 +123,15 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=3, help="chunks each worker maps for its rate (default 3)")
     parser.add_argument("--chunk-bases", type=int, default=4 << 20)
     parser.add_argument("--sam-bytes", type=int, default=330, help="SAM bytes a read the instant workers send (default 330)")
-    parser.add_argument("--skip", default="", help="comma-separated rows to leave out: parent, workers, align")
+    parser.add_argument("--skip", default="", help="comma-separated rows to leave out: parent, parent-parsing, workers, align")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     rows = []
-    if "parent" not in skip:
-        count, seconds, cpu = parent_ceiling(args.reads, args.processes, args.sam_bytes, args.chunk_bases)
-        rows.append(("parent (instant workers)", f"{count / seconds:,.0f}", f"{cpu / count * 1e6:.2f} us CPU a read"))
+    for ranges, name in ((True, "parent"), (False, "parent-parsing")):
+        if name not in skip:
+            count, seconds, cpu = parent_ceiling(args.reads, args.processes, args.sam_bytes, args.chunk_bases, ranges)
+            what = "byte ranges out, workers parse" if ranges else "parent parses, chunks out"
+            rows.append((f"{name} (instant workers)", f"{count / seconds:,.0f}", f"{cpu / count * 1e6:.2f} us CPU a read; {what}"))
     if "workers" not in skip:
         count, rate = workers_ceiling(args.index, args.reads, args.processes, args.chunks, args.chunk_bases)
         rows.append((f"workers x {args.processes} (no parent)", f"{rate:,.0f}", f"{count:,} reads, {rate / args.processes:,.0f} a worker"))
@@ -134,10 +142,10 @@ def main() -> None:
         reads = int(total[-1].split("]")[1].split()[0]) if total else 0
         note = ""
         if first:
-            from bowmap.reader import read_chunks
+            from bowmap.reader import as_chunk, input_chunks
 
             after = float(first[-1].split("after")[1].split()[0])
-            later = reads - next(read_chunks(args.reads, args.chunk_bases)).count
+            later = reads - as_chunk(next(input_chunks(args.reads, args.chunk_bases, 1 << 16))).count
             note = f"{later / max(seconds - after, 1e-9):,.0f} reads/s after the first chunk ({after:.2f} s)"
         rows.append((f"bowmap align -p {args.processes}", f"{reads / seconds:,.0f}", note))
     print(f"{'pipeline part':32} {'reads/s':>12}  note")

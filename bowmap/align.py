@@ -158,6 +158,9 @@ class DeviceWorker:
         self.device_text = device_text  # the packed reference on the device: windows are read there
 
     def seed(self, chunk):
+        from bowmap.reader import as_chunk
+
+        chunk = as_chunk(chunk)  # a byte range of the input is read and parsed here
         return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets)
 
     def extend(self, item) -> tuple[bytes, int, int]:
@@ -358,7 +361,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.devices import context_for, list_devices, parse_device_spec
     from bowmap.index import load_index, verify_index
     from bowmap.pipeline import run_processes, run_serial, run_threaded
-    from bowmap.reader import read_chunks
+    from bowmap.reader import RangeInputError, first_input_error, input_chunks
     from bowmap.sam_output import ReferenceText, SamWriter, sam_header
     from bowmap.smith_waterman import Scoring
 
@@ -415,17 +418,21 @@ def run_align(options: AlignOptions) -> dict:
         def verified_chunks():
             verification.result()
             log.info("index checksums match [%.2f s]", time.perf_counter() - started)
-            yield from read_chunks(options.reads, options.chunk_bases, index.max_read_length)
+            # Chunks, or byte ranges of the input that the workers read and parse themselves.
+            yield from input_chunks(options.reads, options.chunk_bases, index.max_read_length)
 
         chunks = verified_chunks()
-        if options.serial:
-            worker = workers[0]
-            run_serial(chunks, [worker.seed, worker.extend], write)
-        elif processes > 1:
-            starter = ProcessWorker(options, scoring, [info.index for info in device_infos], options.queues_per_device or 1)
-            run_processes(chunks, starter, write, processes)
-        else:
-            run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
+        try:
+            if options.serial:
+                worker = workers[0]
+                run_serial(chunks, [worker.seed, worker.extend], write)
+            elif processes > 1:
+                starter = ProcessWorker(options, scoring, [info.index for info in device_infos], options.queues_per_device or 1)
+                run_processes(chunks, starter, write, processes)
+            else:
+                run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
+        except RangeInputError as error:
+            raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
     finally:
         bar.close()

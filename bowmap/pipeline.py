@@ -250,9 +250,10 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
             profiler.dump_stats(os.path.join(profile_folder, f"worker{rank}.prof"))
             write_usage(os.path.join(profile_folder, f"worker{rank}.usage.json"))
         send(("done", rank, None))
-    # Failures travel as (message, is a user error): a user error's one line, or a traceback.
+    # Failures travel as (error, True): a user error, its type kept (the parent may act on it,
+    # see bowmap.reader.RangeInputError); or as (traceback text, False).
     except BowmapError as error:
-        send(("failed", number, (str(error), True)))
+        send(("failed", number, (error, True)))
     except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
         send(("failed", number, (f"worker process {rank}:\n{traceback.format_exc()}", False)))
     finally:
@@ -319,12 +320,10 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     + 2)`` chunks are in flight, so memory stays flat. Each worker sends its results through a
     pipe of its own, so a worker that dies, even halfway through a message, is seen at once
     (end of file) and stops the run. The first failure stops every process; a worker's user
-    error is raised again here as :class:`bowmap.errors.BowmapError`.
+    error (a :class:`bowmap.errors.BowmapError`) is raised again here, its type kept.
     """
     import multiprocessing
     from multiprocessing.connection import wait
-
-    from bowmap.errors import BowmapError
 
     context = multiprocessing.get_context("spawn")
     inbox = context.Queue(maxsize=processes * queue_size)
@@ -372,8 +371,8 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
                         f"worker process {rank} ended unexpectedly (exit code {workers[rank].exitcode})"
                     ) from None
                 if kind == "failed":
-                    message, user_error = payload
-                    raise BowmapError(message) if user_error else RuntimeError(message)
+                    error, user_error = payload
+                    raise error if user_error else RuntimeError(error)
                 if kind == "done":
                     del open_pipes[connection]
                 elif kind == "result":

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import functools
 import io
+import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -168,6 +170,183 @@ def read_chunks(
     if batch is not None:
         yield from chunker.add(batch)
     yield from chunker.finish()
+
+
+# ----------------------------------------------------------------------------------- byte ranges
+
+
+class RangeInputError(BowmapError):
+    """A byte range of the input (see :class:`ReadRange`) did not parse. Its line numbers count
+    from the range's start, so the caller finds the input's first error again with
+    :func:`first_input_error`, which reads the file as :func:`read_chunks` does."""
+
+
+@dataclass
+class ReadRange:
+    """Bytes ``start:end`` of an uncompressed FASTQ file, whole records: a chunk that the worker
+    mapping it reads and parses itself (:meth:`chunk`), so the bulk of the input never passes
+    through the process that hands the chunks out (see :func:`fastq_ranges`)."""
+
+    number: int  # 0-based chunk number in input order
+    path: str
+    start: int
+    end: int
+    last: bool  # the file's last range: it may end without a newline or with blank lines
+    max_read_length: int
+
+    def chunk(self) -> ReadChunk:
+        """The range's reads (``first_read`` is -1: the reads before it were never counted)."""
+        with open_for_reading(self.path, kind="read file") as handle:
+            data = _read_at(handle.fileno(), self.path, self.start, self.end - self.start)
+        parser = _Parser(self.path, self.max_read_length)
+        try:
+            batches = parser.feed(data)
+            if self.last:
+                batches.append(parser.finish())
+            elif len(parser.pending):
+                raise BowmapError(f"{self.path}: a record runs past byte {self.end}")
+        except BowmapError as error:
+            raise RangeInputError(f"{error} (in bytes {self.start}..{self.end})") from None
+        batches = [batch for batch in batches if batch is not None and batch.count]
+        if not batches:  # only where the input is malformed (a range holds a record start)
+            empty = np.zeros(0, dtype=np.uint8)
+            batches = [_Batch(empty, np.zeros(1, dtype=np.int64), empty, np.zeros(1, dtype=np.int64), empty)]
+        batch = _concatenate(batches)
+        return ReadChunk(self.number, -1, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities)
+
+
+def as_chunk(item: ReadChunk | ReadRange) -> ReadChunk:
+    """The reads of a chunk, or of a byte range (parsed here: in the worker that maps it)."""
+    return item.chunk() if isinstance(item, ReadRange) else item
+
+
+def input_chunks(path: str, chunk_bases: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange]:
+    """What the align pipeline hands its workers: :func:`fastq_ranges` where the input allows
+    it (an uncompressed FASTQ file), else the chunks of :func:`read_chunks`. A FASTQ record
+    takes about two bytes a base, so ranges of ``2 * chunk_bases`` bytes are chunks of about
+    ``chunk_bases`` bases. Either way the reads and their order are the same, and the aligner's
+    output does not depend on where chunks are cut."""
+    ranges = fastq_ranges(path, 2 * chunk_bases, max_read_length)
+    return ranges if ranges is not None else read_chunks(path, chunk_bases, max_read_length)
+
+
+def first_input_error(path: str, max_read_length: int, found: RangeInputError) -> BowmapError:
+    """The input's first error as :func:`read_chunks` reports it (file line and record), after
+    a range failed with ``found``; ``found`` itself if the whole file parses (not expected)."""
+    try:
+        for _ in read_chunks(path, 1 << 22, max_read_length):
+            pass
+    except BowmapError as error:
+        return error
+    return BowmapError(str(found))
+
+
+_PROBE_BYTES = 1 << 16  # bytes read at a time around a cut (grown for longer records)
+
+
+def fastq_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadRange] | None:
+    """Byte ranges of about ``target_bytes`` covering an uncompressed FASTQ file, cut before
+    records; None when ``path`` is not one (stdin, gzip, FASTA, not a regular file, empty).
+
+    Only a few KiB around each cut are read here. A cut goes before the first line at or after
+    ``k * target_bytes`` that starts with ``@`` and whose next-but-one line starts with ``+``
+    (its sequence and quality lines as long as each other). In 4-line FASTQ only a header line
+    can be such a line: a quality line may start with ``@``, but two lines on comes a sequence
+    line, which cannot start with ``+``. Malformed input may be cut elsewhere; some range then
+    fails to parse, and :func:`first_input_error` reports the error as the whole-file reader
+    would."""
+    if path == "-" or target_bytes < 1:
+        return None
+    try:
+        handle = open(path, "rb")
+    except OSError:
+        return None  # read_chunks reports it
+    try:
+        status = os.fstat(handle.fileno())
+        size = status.st_size
+        if not stat.S_ISREG(status.st_mode) or size == 0:
+            handle.close()
+            return None
+        head = os.pread(handle.fileno(), 1 << 16, 0)  # blank lines, then the first record
+    except OSError:
+        handle.close()
+        return None
+    first = len(head) - len(head.lstrip(b" \t\r\n"))  # blank lines before the first record are skipped
+    if head[:2] == GZIP_MAGIC or head[first : first + 1] != b"@" or head[first - 1 : first] not in (b"", b"\n"):
+        handle.close()
+        return None
+    return _ranges(handle, path, first, size, target_bytes, max_read_length)
+
+
+def _ranges(handle, path: str, start: int, size: int, target_bytes: int, max_read_length: int) -> Iterator[ReadRange]:
+    with handle:
+        number = 0
+        while True:
+            cut = _record_start(handle.fileno(), path, start + target_bytes, size)
+            if cut is None:
+                yield ReadRange(number, path, start, size, True, max_read_length)
+                return
+            yield ReadRange(number, path, start, cut, False, max_read_length)
+            start, number = cut, number + 1
+
+
+def _record_start(descriptor: int, path: str, offset: int, size: int) -> int | None:
+    """The first FASTQ record start at or after ``offset`` (see :func:`fastq_ranges`), None if
+    there is none before the end of the file."""
+    probe = _PROBE_BYTES
+    while offset < size:
+        base = offset - 1  # the byte before: a line starts after a newline
+        data = _read_at(descriptor, path, base, min(probe, size - base))
+        reaches_end = base + len(data) >= size
+        at = data.find(b"\n@")
+        while at >= 0:
+            verdict = _starts_record(data, at + 1, reaches_end)
+            if verdict is None:
+                break
+            if verdict:
+                return base + at + 1
+            at = data.find(b"\n@", at + 1)
+        else:
+            if reaches_end:
+                return None
+            offset = base + len(data)  # its last byte is read again: a newline before an '@'
+            continue
+        offset, probe = base + at + 1, 2 * probe  # a record longer than what was read: read more
+    return None
+
+
+def _starts_record(data: bytes, at: int, reaches_end: bool) -> bool | None:
+    """Whether the line at ``data[at:]`` (an '@' line) is followed by a sequence, a '+' line and
+    a quality line as long as the sequence; None when ``data`` ends before the record does (and
+    the file goes on)."""
+    ends = []
+    for _ in range(4):
+        end = data.find(b"\n", ends[-1] + 1 if ends else at)
+        if end < 0:
+            if not reaches_end:
+                return None
+            if len(ends) < 3:
+                return False
+            end = len(data)  # the last record, without a final newline
+        ends.append(end)
+    sequence = data[ends[0] + 1 : ends[1]].rstrip(b"\r")
+    quality = data[ends[2] + 1 : ends[3]].rstrip(b"\r")
+    return data[ends[1] + 1 : ends[1] + 2] == b"+" and len(sequence) == len(quality)
+
+
+def _read_at(descriptor: int, path: str, offset: int, count: int) -> bytes:
+    """``count`` bytes of the file at ``offset`` (fewer only at its end)."""
+    parts, got = [], 0
+    try:
+        while got < count:
+            part = os.pread(descriptor, count - got, offset + got)
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+    except OSError as error:
+        raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 # ---------------------------------------------------------------------------------------- input

@@ -87,16 +87,22 @@ def test_sam_passes_samtools_and_agrees_with_the_reference(aligned, tmp_path):
 
 def test_output_is_identical_whatever_the_threads_processes_queues_and_blocks(indexes, aligned, tmp_path, capsys):
     expected = aligned.read_bytes()
-    for name, prefix, extra in (
-        ("serial", indexes[0], ["--serial"]),
-        ("one-queue", indexes[0], ["--queues-per-device", "1", "--chunk-bases", "7000"]),
-        ("many-blocks", indexes[1], ["--queues-per-device", "3", "--chunk-bases", "20000"]),
-        ("processes", indexes[0], ["--processes", "3", "--chunk-bases", "7000"]),
-        ("processes-blocks", indexes[1], ["-p", "2", "--chunk-bases", "20000"]),
-        ("processes-queues", indexes[1], ["-p", "2", "--queues-per-device", "3", "--chunk-bases", "9000"]),
+    # Uncompressed FASTQ goes to the workers as byte ranges, which they read and parse.
+    plain = tmp_path / "reads.fq"
+    plain.write_bytes(gzip.decompress(READS.read_bytes()))
+    for name, prefix, reads, extra in (
+        ("serial", indexes[0], READS, ["--serial"]),
+        ("one-queue", indexes[0], READS, ["--queues-per-device", "1", "--chunk-bases", "7000"]),
+        ("many-blocks", indexes[1], READS, ["--queues-per-device", "3", "--chunk-bases", "20000"]),
+        ("processes", indexes[0], READS, ["--processes", "3", "--chunk-bases", "7000"]),
+        ("processes-blocks", indexes[1], READS, ["-p", "2", "--chunk-bases", "20000"]),
+        ("processes-queues", indexes[1], READS, ["-p", "2", "--queues-per-device", "3", "--chunk-bases", "9000"]),
+        ("ranges-serial", indexes[0], plain, ["--serial", "--chunk-bases", "3000"]),
+        ("ranges-queues", indexes[1], plain, ["--queues-per-device", "3", "--chunk-bases", "5000"]),
+        ("ranges-processes", indexes[0], plain, ["-p", "3", "--chunk-bases", "2000"]),
     ):
         out = tmp_path / f"{name}.sam"
-        code, _, err = run(capsys, "-q", "align", prefix, READS, "-o", out, "--devices", "cpu", *extra)
+        code, _, err = run(capsys, "-q", "align", prefix, reads, "-o", out, "--devices", "cpu", *extra)
         assert code == 0, err
         body = [line for line in out.read_bytes().splitlines() if not line.startswith(b"@PG")]
         assert body == [line for line in expected.splitlines() if not line.startswith(b"@PG")], name
@@ -135,13 +141,15 @@ def write(path: Path, text: str) -> Path:
         ("@r1\nACGT\nIIII\n@r2\nACGT\n+\nIIII\n", ":3:"),
         ("@r1\nACGT\n+\nIII\n", ":4:"),
         ("@r1\nACGT\n+\nIIII\n@r2\nACG", ":5:"),
+        ("".join(f"@r{i}\nACGT\n+\nIIII\n" for i in range(30)) + "@bad\nACGT\n+\nIII\n", ":124:"),
     ],
 )
 @pytest.mark.parametrize("processes", ["1", "2"])
 def test_malformed_fastq_fails_cleanly(indexes, tmp_path, capsys, content, needle, processes):
     reads = write(tmp_path / "bad.fq", content)
     out = tmp_path / "out.sam"
-    code, _, err = run(capsys, "align", indexes[0], reads, "-o", out, "--devices", "cpu", "-p", processes)
+    # Small chunks: a byte range of the file far from its start fails in a worker.
+    code, _, err = run(capsys, "align", indexes[0], reads, "-o", out, "--devices", "cpu", "-p", processes, "--chunk-bases", "20")
     assert code == 1
     lines = err.strip().splitlines()
     assert lines[-1].startswith("bowmap: error: ") and str(reads) + needle in lines[-1] and "Traceback" not in err

@@ -1,0 +1,103 @@
+"""Byte ranges of an uncompressed FASTQ file (what `bowmap align` hands its workers, who read
+and parse them): together they hold exactly the reads of the whole-file reader, whatever the
+range and probe sizes; a malformed file still gets the whole-file reader's error."""
+
+from __future__ import annotations
+
+import gzip
+import re
+
+import numpy as np
+import pytest
+
+from bowmap import reader
+from bowmap.errors import BowmapError
+from bowmap.reader import RangeInputError, as_chunk, fastq_ranges, first_input_error, input_chunks, read_chunks
+from test_reader import ERROR_CASES, FIRST_GOOD, GOOD, expected, random_reads
+
+TARGETS = [1, 2, 7, 61, 4096, 1 << 22]
+
+
+def reads_of(chunks) -> list:
+    """(name, codes, reverse codes, quality) of every read, as tests/test_reader.collect gives them."""
+    reads = []
+    for chunk in chunks:
+        for i in range(chunk.count):
+            low, high = chunk.offsets[i], chunk.offsets[i + 1]
+            quality = chunk.qualities[low:high].tobytes().decode("latin-1")
+            reads.append((chunk.name(i), chunk.codes[low:high].tolist(), chunk.reverse_codes[low:high].tolist(), quality))
+    return reads
+
+
+def check_ranges(ranges, text: bytes) -> None:
+    """Ranges follow each other from the first record (blank lines before it skipped) to the end."""
+    assert ranges[0].start == len(text) - len(text.lstrip(b" \t\r\n")) and ranges[-1].end == len(text)
+    assert all(a.end == b.start and a.start < a.end for a, b in zip(ranges, ranges[1:]))
+    assert [r.number for r in ranges] == list(range(len(ranges)))
+    assert [r.last for r in ranges] == [False] * (len(ranges) - 1) + [True]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("probe", [2, 3, 17, 1 << 16])
+def test_ranges_hold_the_reads_of_the_whole_file_reader(tmp_path, monkeypatch, seed, probe):
+    monkeypatch.setattr(reader, "_PROBE_BYTES", probe)
+    rng = np.random.default_rng(seed)
+    text, reads = random_reads(rng, int(rng.integers(1, 60)), fasta=False)
+    if seed % 2:  # some reads far longer than a probe, and '@' or '+' leading quality lines
+        long = "A" * 300
+        text += f"\n@long x\n{long}\n+\n@{'+' * 299}\n@tail\nAC\n+\n+@\n".encode()
+        reads += [("long", long, "@" + "+" * 299), ("tail", "AC", "+@")]
+    path = tmp_path / "reads.fq"
+    path.write_bytes(text)
+    want = expected(reads)
+    for target in TARGETS:
+        ranges = list(fastq_ranges(str(path), target, 1000))
+        check_ranges(ranges, text)
+        chunks = [as_chunk(r) for r in ranges]
+        assert reads_of(chunks) == want, target
+        assert all(chunk.number == r.number for chunk, r in zip(chunks, ranges))
+        if target == 1:  # every record starts a range, the first one after any blank lines
+            assert len(ranges) == len(reads)
+
+
+def test_only_plain_fastq_files_are_cut(tmp_path):
+    fastq = b"@a\nACGT\n+\nIIII\n"
+    cases = {
+        "reads.fq.gz": gzip.compress(fastq),
+        "reads.fa": b">a\nACGT\n",
+        "empty.fq": b"",
+        "blank.fq": b"\n \n",
+        "indented.fq": b"\n  " + fastq,
+    }
+    for name, content in cases.items():
+        (tmp_path / name).write_bytes(content)
+        assert fastq_ranges(str(tmp_path / name), 10, 100) is None, name
+        if name != "indented.fq":  # (the whole-file reader refuses that one)
+            assert not any(isinstance(item, reader.ReadRange) for item in input_chunks(str(tmp_path / name), 10, 100))
+    assert fastq_ranges("-", 10, 100) is None
+    assert fastq_ranges(str(tmp_path / "absent.fq"), 10, 100) is None
+    assert fastq_ranges(str(tmp_path), 10, 100) is None
+    (tmp_path / "reads.fq").write_bytes(fastq)
+    (only,) = input_chunks(str(tmp_path / "reads.fq"), 10, 100)
+    assert isinstance(only, reader.ReadRange) and only.last and only.end == len(fastq)
+
+
+def whole_file_error(path) -> str:
+    with pytest.raises(BowmapError) as caught:
+        for _ in read_chunks(str(path), max_read_length=20):
+            pass
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("tail, follows, message", ERROR_CASES)
+def test_a_malformed_file_gets_the_whole_file_readers_error(tmp_path, tail, follows, message):
+    text = (FIRST_GOOD + tail + ("".join(GOOD.format(i) for i in range(10, 13)) if follows else "")).encode()
+    path = tmp_path / "reads.fq"
+    path.write_bytes(text)
+    want = whole_file_error(path)
+    assert re.search(message, want)
+    for target in (1, 13, 60, 1 << 20):
+        with pytest.raises(RangeInputError) as caught:
+            for item in input_chunks(str(path), target, 20):
+                as_chunk(item)
+        assert str(first_input_error(str(path), 20, caught.value)) == want, target
