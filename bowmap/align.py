@@ -290,7 +290,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     if rescuer is not None and seed_options.rescue_interval:
         poor_below = lengths * scoring.match - seed_options.rescue_mismatches * (scoring.match + scoring.mismatch)
         poor = (best_score < poor_below) & (lengths >= seed_options.seed_length)
-        extra = _new_windows(windows, rescuer.rescue_windows(chunk.codes, chunk.reverse_codes, chunk.offsets, poor), index) if poor.any() else None
+        extra = _new_windows(windows, rescuer.rescue_windows(chunk.codes, chunk.reverse_codes, chunk.offsets, poor), poor, index) if poor.any() else None
         if extra is not None and len(extra):
             extra_score, extra_end = scored(extra)
             merged = [np.concatenate((getattr(windows, name), getattr(extra, name))) for name in Windows.FIELDS]
@@ -339,9 +339,11 @@ def _ranked(chunk, windows: Windows, score, window_end, count: int):
 WINDOW_LENGTH_KEY = 8192
 
 
-def _new_windows(windows: Windows, extra: Windows, index) -> Windows:
-    """The windows of ``extra`` that ``windows`` does not hold already (same read, strand, start
-    and end): scoring them again would only cost time."""
+def _new_windows(windows: Windows, extra: Windows, rescued: np.ndarray, index) -> Windows:
+    """The windows of ``extra`` (windows of the reads in the mask ``rescued``) that ``windows``
+    does not hold already (same read, strand, start and end): scoring them again would only cost
+    time."""
+    windows = Windows(*(getattr(windows, name)[rescued[windows.read]] for name in Windows.FIELDS))  # the few rescued reads'
     span = int(index.total_length) + 1
     reads = int(max(windows.read.max(initial=0), extra.read.max(initial=0))) + 1
     if 2 * reads * span * WINDOW_LENGTH_KEY >= 2**62:  # keys would overflow: score the repeats

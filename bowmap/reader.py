@@ -199,6 +199,7 @@ class ReadRange:
         with open_for_reading(self.path, kind="read file") as handle:
             data = _read_at(handle.fileno(), self.path, self.start, self.end - self.start)
         parser = _Parser(self.path, self.max_read_length)
+        parser.format = "fastq"  # a range starts with a record (see fastq_ranges): nothing to detect
         try:
             batches = parser.feed(data)
             if self.last:
