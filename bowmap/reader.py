@@ -198,6 +198,11 @@ class ReadRange:
         """The range's reads (``first_read`` is -1: the reads before it were never counted)."""
         with open_for_reading(self.path, kind="read file") as handle:
             data = _read_at(handle.fileno(), self.path, self.start, self.end - self.start)
+        if len(data) < self.end - self.start:
+            raise BowmapError(f"{self.path}: the file changed while it was read (it now ends before byte {self.end})")
+        if len(data) > _longest_line(self.max_read_length) and _has_longer_line(data, _longest_line(self.max_read_length)):
+            # (The whole-file reader refuses such a line, which no range parse would notice.)
+            raise RangeInputError(f"{self.path}: a line longer than {LONGEST_OTHER_LINE >> 20} MiB in bytes {self.start}..{self.end}")
         parser = _Parser(self.path, self.max_read_length)
         parser.format = "fastq"  # a range starts with a record (see fastq_ranges): nothing to detect
         try:
@@ -214,6 +219,11 @@ class ReadRange:
             batches = [_Batch(empty, np.zeros(1, dtype=np.int64), empty, np.zeros(1, dtype=np.int64), empty)]
         batch = _concatenate(batches)
         return ReadChunk(self.number, -1, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities)
+
+
+def _has_longer_line(data: bytes, longest: int) -> bool:
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == NEWLINE)
+    return int(np.diff(newlines, prepend=-1, append=len(data)).max()) - 1 > longest
 
 
 def as_chunk(item: ReadChunk | ReadRange) -> ReadChunk:
@@ -259,31 +269,32 @@ def fastq_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
     if path == "-" or target_bytes < 1:
         return None
     try:
-        handle = open(path, "rb")
+        status = os.stat(path)  # before opening: opening a named pipe would take its data
+        if not stat.S_ISREG(status.st_mode) or status.st_size == 0:
+            return None
+        with open(path, "rb") as handle:
+            head = os.pread(handle.fileno(), 1 << 16, 0)  # blank lines, then the first record
     except OSError:
         return None  # read_chunks reports it
-    try:
-        status = os.fstat(handle.fileno())
-        size = status.st_size
-        if not stat.S_ISREG(status.st_mode) or size == 0:
-            handle.close()
-            return None
-        head = os.pread(handle.fileno(), 1 << 16, 0)  # blank lines, then the first record
-    except OSError:
-        handle.close()
-        return None
     first = len(head) - len(head.lstrip(b" \t\r\n"))  # blank lines before the first record are skipped
     if head[:2] == GZIP_MAGIC or head[first : first + 1] != b"@" or head[first - 1 : first] not in (b"", b"\n"):
-        handle.close()
         return None
-    return _ranges(handle, path, first, size, target_bytes, max_read_length)
+    return _ranges(path, first, status.st_size, target_bytes, max_read_length)
 
 
-def _ranges(handle, path: str, start: int, size: int, target_bytes: int, max_read_length: int) -> Iterator[ReadRange]:
-    with handle:
+def _longest_line(max_read_length: int) -> int:
+    """The longest line the whole-file reader takes (see _Parser._carried_fastq)."""
+    return LONGEST_OTHER_LINE + max_read_length
+
+
+def _ranges(path: str, start: int, size: int, target_bytes: int, max_read_length: int) -> Iterator[ReadRange]:
+    # A record of valid FASTQ is at most four lines: a stretch this long without a record start
+    # is not FASTQ, and the search stops there rather than read on through the file.
+    longest_record = 4 * (_longest_line(max_read_length) + 2)
+    with open_for_reading(path, kind="read file") as handle:
         number = 0
         while True:
-            cut = _record_start(handle.fileno(), path, start + target_bytes, size)
+            cut = _record_start(handle.fileno(), path, start + target_bytes, size, start + target_bytes + longest_record)
             if cut is None:
                 yield ReadRange(number, path, start, size, True, max_read_length)
                 return
@@ -291,11 +302,14 @@ def _ranges(handle, path: str, start: int, size: int, target_bytes: int, max_rea
             start, number = cut, number + 1
 
 
-def _record_start(descriptor: int, path: str, offset: int, size: int) -> int | None:
+def _record_start(descriptor: int, path: str, offset: int, size: int, give_up: int) -> int | None:
     """The first FASTQ record start at or after ``offset`` (see :func:`fastq_ranges`), None if
-    there is none before the end of the file."""
-    probe = _PROBE_BYTES
+    there is none before the end of the file; :class:`RangeInputError` if there is none before
+    byte ``give_up``."""
+    probe = max(2, _PROBE_BYTES)
     while offset < size:
+        if offset > give_up:
+            raise RangeInputError(f"{path}: no FASTQ record starts before byte {offset}")
         base = offset - 1  # the byte before: a line starts after a newline
         data = _read_at(descriptor, path, base, min(probe, size - base))
         reaches_end = base + len(data) >= size

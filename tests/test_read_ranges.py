@@ -5,7 +5,9 @@ range and probe sizes; a malformed file still gets the whole-file reader's error
 from __future__ import annotations
 
 import gzip
+import os
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -101,3 +103,46 @@ def test_a_malformed_file_gets_the_whole_file_readers_error(tmp_path, tail, foll
             for item in input_chunks(str(path), target, 20):
                 as_chunk(item)
         assert str(first_input_error(str(path), 20, caught.value)) == want, target
+
+
+def test_a_named_pipe_is_left_to_the_whole_file_reader(tmp_path):
+    fifo = tmp_path / "reads.fq"
+    os.mkfifo(fifo)
+    text = b"@a\nACGT\n+\nIIII\n" * 1000
+    writer = threading.Thread(target=fifo.write_bytes, args=(text,), daemon=True)
+    writer.start()
+    assert fastq_ranges(str(fifo), 10, 100) is None  # without opening it (that would lose its data)
+    chunks = list(input_chunks(str(fifo), 10, 100))
+    writer.join(5)
+    assert sum(chunk.count for chunk in chunks) == 1000
+
+
+@pytest.mark.parametrize("where", ["header", "plus", "wrapped"])
+def test_runaway_lines_are_refused_as_by_the_whole_file_reader(tmp_path, monkeypatch, where):
+    """Lines past the whole-file reader's limit (made small here), inside a range or where no
+    record starts for longer than a record can be: the whole-file reader's error."""
+    monkeypatch.setattr(reader, "LONGEST_OTHER_LINE", 200)
+    long = "x" * (5 << 20)  # longer than the whole-file reader's blocks: it carries part of it over
+    bad = {
+        "header": f"@b {long}\nACGT\n+\nIIII\n",
+        "plus": f"@b\nACGT\n+{long}\nIIII\n",
+        "wrapped": "@b\n" + "ACGT\n" * 400 + "+\n" + "IIII\n" * 400,
+    }[where]
+    path = tmp_path / "reads.fq"
+    path.write_text(FIRST_GOOD + bad + GOOD.format(20))
+    want = whole_file_error(path)
+    for target in (1, 50, 1 << 20):
+        with pytest.raises(RangeInputError) as caught:
+            for item in input_chunks(str(path), target, 20):
+                as_chunk(item)
+        assert str(first_input_error(str(path), 20, caught.value)) == want
+
+
+def test_a_file_that_shrinks_while_read_is_an_error(tmp_path):
+    path = tmp_path / "reads.fq"
+    path.write_text(FIRST_GOOD)
+    ranges = list(fastq_ranges(str(path), 20, 100))
+    path.write_text(GOOD.format(0))
+    with pytest.raises(BowmapError, match="changed while it was read"):
+        for item in ranges:
+            as_chunk(item)
