@@ -152,11 +152,11 @@ class SeedFilter:
         options = self.options
         lengths = np.diff(read_offsets)
         hits, crowded = self._hits(extract_seeds(codes, reverse_codes, read_offsets, options), len(lengths))
+        rounds = [hits]  # kept apart: joining the first round's large arrays cost a tenth of the host time
         if options.long_seed_length and crowded.any():
             long_seeds = extract_seeds(codes, reverse_codes, read_offsets, options, options.long_seed_length, options.seed_interval(lengths) // 2, crowded)
-            more, _ = self._hits(long_seeds, len(lengths))
-            hits = tuple(np.concatenate(pair) for pair in zip(hits, more))
-        windows = self._merge(*hits, lengths)
+            rounds.append(self._hits(long_seeds, len(lengths))[0])
+        windows = self._merge(rounds, lengths)
         # Weak reads: no window seeded at two read positions (errors in most seeds, or only
         # chance hits elsewhere). They are seeded again and their windows made anew from both
         # rounds' hits, so a true place found by one first-round seed gains the new seeds' support.
@@ -168,8 +168,7 @@ class SeedFilter:
                 codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, weak
             )
             more, _ = self._hits(again, len(lengths))
-            mine = weak[hits[0]]
-            redone = self._merge(*(np.concatenate((first[mine], second)) for first, second in zip(hits, more)), lengths)
+            redone = self._merge([tuple(array[weak[hits[0]]] for array in hits) for hits in rounds] + [more], lengths)
             kept = ~weak[windows.read]
             combined = [np.concatenate((getattr(windows, name)[kept], getattr(redone, name))) for name in Windows.FIELDS]
             order = np.lexsort((combined[2], combined[1], combined[0]))
@@ -185,7 +184,7 @@ class SeedFilter:
         lengths = np.diff(read_offsets)
         seeds = extract_seeds(codes, reverse_codes, read_offsets, self.options, only=only, interval=self.options.rescue_interval)
         hits, _ = self._hits(seeds, len(lengths))
-        return self._merge(*hits, lengths)
+        return self._merge([hits], lengths)
 
     def _hits(self, seeds: Seeds, count: int):
         """Located hits of one round of seeds, as (read, reverse, text position, read offset, seed
@@ -255,11 +254,14 @@ class SeedFilter:
         hit = (table_keys[found] == keys) & (seed_codes < 4).all(axis=1)
         return np.where(hit, table_counts[found], 0)
 
-    def _merge(self, read, reverse, positions, read_offset, seed_length, lengths) -> Windows:
-        """Each read's windows from its hits (see :meth:`_merge_on_host`), on the device when it can."""
+    def _merge(self, rounds: list[tuple], lengths) -> Windows:
+        """Each read's windows from the hits of one or more rounds of seeds (tuples of
+        :meth:`_hits`'s arrays; a read's hits taken round by round), as :meth:`_merge_on_host`
+        makes them from all of them, on the device when it can."""
         if self.device_windows is not None and self.device_windows.takes(lengths):
-            return self.device_windows(read, reverse, positions, read_offset, seed_length, lengths)
-        return self._merge_on_host(read, reverse, positions, read_offset, seed_length, lengths)
+            return self.device_windows(rounds, lengths)
+        hits = rounds[0] if len(rounds) == 1 else tuple(np.concatenate(parts) for parts in zip(*rounds))
+        return self._merge_on_host(*hits, lengths)
 
     def _merge_on_host(self, read, reverse, positions, read_offset, seed_length, lengths) -> Windows:
         """Hits whose seed lies on the random stand-ins of ambiguous bases, or across contigs,
@@ -411,27 +413,29 @@ class DeviceWindows:
         index's longest, so only callers that skip it (tests) meet the host path instead."""
         return int(np.max(lengths, initial=0)) <= self.longest_read
 
-    def __call__(self, read, reverse, positions, read_offset, seed_length, lengths) -> Windows:
+    def __call__(self, rounds: list[tuple], lengths) -> Windows:
+        """Windows from rounds of hits (see SeedFilter._merge)."""
         from bowmap.devices import read_back
 
         count = len(lengths)
         lengths = np.asarray(lengths, dtype=np.int64)
         if not self.takes(lengths):
             raise ValueError(f"reads longer than the index's {self.longest_read} bases")
-        read = np.asarray(read, dtype=np.int64)
-        if len(read) and (np.diff(read) < 0).any():  # rounds of seeds concatenated: group by read
-            order = np.argsort(read, kind="stable")
-            read, reverse, positions, read_offset, seed_length = (
-                read[order], reverse[order], positions[order], read_offset[order], seed_length[order]
-            )
-        hit_first = np.zeros(count + 1, dtype=np.uint32)
-        np.cumsum(np.bincount(read, minlength=count), out=hit_first[1:])
-        tag = (
+        # Only the two 32-bit arrays the kernel reads are joined and moved, not five 64-bit ones.
+        read = np.concatenate([np.asarray(hits[0], dtype=np.int64) for hits in rounds])
+        tag = np.concatenate([
             (np.asarray(read_offset, dtype=np.uint32) << np.uint32(7))
             | (np.asarray(seed_length, dtype=np.uint32) << np.uint32(1))
             | np.asarray(reverse, dtype=np.uint32)
-        )
-        inputs = (hit_first, np.asarray(positions, dtype=np.uint32), tag, lengths.astype(np.uint32))
+            for _, reverse, _, read_offset, seed_length in rounds
+        ])
+        positions = np.concatenate([np.asarray(hits[2], dtype=np.uint32) for hits in rounds])
+        hit_first = np.zeros(count + 1, dtype=np.uint32)
+        np.cumsum(np.bincount(read, minlength=count), out=hit_first[1:])
+        if len(read) and (np.diff(read) < 0).any():  # several rounds: group the hits by read
+            order = np.argsort(read, kind="stable")
+            positions, tag = positions[order], tag[order]
+        inputs = (hit_first, positions, tag, lengths.astype(np.uint32))
         buffers = [staging.upload(self.queue, array) for staging, array in zip(self._inputs, inputs)]
         hits = max(1, len(read))
         scratch = [self._scratch[0].at_least(8 * hits)] + [staging.at_least(4 * hits) for staging in self._scratch[1:]]
