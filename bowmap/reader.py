@@ -183,21 +183,27 @@ class RangeInputError(BowmapError):
 
 @dataclass
 class ReadRange:
-    """Bytes ``start:end`` of an uncompressed FASTQ file, whole records: a chunk that the worker
-    mapping it reads and parses itself (:meth:`chunk`), so the bulk of the input never passes
-    through the process that hands the chunks out (see :func:`fastq_ranges`)."""
+    """Bytes ``start:end`` of a FASTQ file, whole records: a chunk that the worker mapping it
+    parses itself (:meth:`chunk`). From an uncompressed file the worker reads the bytes too, so
+    the bulk of the input never passes through the process that hands the chunks out (see
+    :func:`fastq_ranges`); from a gzipped one that process decompresses and cuts the text, which
+    the range carries (see :func:`gzip_ranges`)."""
 
     number: int  # 0-based chunk number in input order
     path: str
-    start: int
+    start: int  # (offsets in the decompressed text for gzip input)
     end: int
     last: bool  # the file's last range: it may end without a newline or with blank lines
     max_read_length: int
+    text: bytes | None = None  # the range's text, or None: read from the file
 
     def chunk(self) -> ReadChunk:
         """The range's reads (``first_read`` is -1: the reads before it were never counted)."""
-        with open_for_reading(self.path, kind="read file") as handle:
-            data = _read_at(handle.fileno(), self.path, self.start, self.end - self.start)
+        if self.text is not None:
+            data = self.text
+        else:
+            with open_for_reading(self.path, kind="read file") as handle:
+                data = _read_at(handle.fileno(), self.path, self.start, self.end - self.start)
         if len(data) < self.end - self.start:
             raise BowmapError(f"{self.path}: the file changed while it was read (it now ends before byte {self.end})")
         if len(data) > _longest_line(self.max_read_length) and _has_longer_line(data, _longest_line(self.max_read_length)):
@@ -232,12 +238,15 @@ def as_chunk(item: ReadChunk | ReadRange) -> ReadChunk:
 
 
 def input_chunks(path: str, chunk_bases: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange]:
-    """What the align pipeline hands its workers: :func:`fastq_ranges` where the input allows
-    it (an uncompressed FASTQ file), else the chunks of :func:`read_chunks`. A FASTQ record
-    takes about two bytes a base, so ranges of ``2 * chunk_bases`` bytes are chunks of about
-    ``chunk_bases`` bases. Either way the reads and their order are the same, and the aligner's
-    output does not depend on where chunks are cut."""
+    """What the align pipeline hands its workers: :func:`fastq_ranges` for an uncompressed
+    FASTQ file, :func:`gzip_ranges` for a gzipped one, else (FASTA, stdin) the chunks of
+    :func:`read_chunks`. A FASTQ record takes about two bytes a base, so ranges of
+    ``2 * chunk_bases`` bytes are chunks of about ``chunk_bases`` bases. Either way the reads
+    and their order are the same, and the aligner's output does not depend on where chunks are
+    cut."""
     ranges = fastq_ranges(path, 2 * chunk_bases, max_read_length)
+    if ranges is None:
+        ranges = gzip_ranges(path, 2 * chunk_bases, max_read_length)
     return ranges if ranges is not None else read_chunks(path, chunk_bases, max_read_length)
 
 
@@ -313,21 +322,82 @@ def _record_start(descriptor: int, path: str, offset: int, size: int, give_up: i
         base = offset - 1  # the byte before: a line starts after a newline
         data = _read_at(descriptor, path, base, min(probe, size - base))
         reaches_end = base + len(data) >= size
-        at = data.find(b"\n@")
-        while at >= 0:
-            verdict = _starts_record(data, at + 1, reaches_end)
-            if verdict is None:
-                break
-            if verdict:
-                return base + at + 1
-            at = data.find(b"\n@", at + 1)
+        found, cut_short = _find_record(data, 1, reaches_end)
+        if found is not None:
+            return base + found
+        if cut_short is not None:  # a record longer than what was read: read more
+            offset, probe = base + cut_short, 2 * probe
+        elif reaches_end:
+            return None
         else:
-            if reaches_end:
-                return None
             offset = base + len(data)  # its last byte is read again: a newline before an '@'
-            continue
-        offset, probe = base + at + 1, 2 * probe  # a record longer than what was read: read more
     return None
+
+
+def _find_record(data: bytes, offset: int, reaches_end: bool) -> tuple[int | None, int | None]:
+    """(the first record start at or after ``offset`` in ``data``, None), or (None, the start
+    of a candidate that ``data`` cuts short, unless it reaches the end of the input), or (None,
+    None) when there is no record start."""
+    at = data.find(b"\n@", max(offset - 1, 0))
+    while at >= 0:
+        verdict = _starts_record(data, at + 1, reaches_end)
+        if verdict is None:
+            return None, at + 1
+        if verdict:
+            return at + 1, None
+        at = data.find(b"\n@", at + 1)
+    return None, None
+
+
+def gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadRange] | None:
+    """Ranges of about ``target_bytes`` of a gzipped FASTQ file's text, cut before records as
+    :func:`fastq_ranges` cuts and carrying their text; None when ``path`` is not a gzipped
+    regular file. This process only decompresses and cuts; the workers parse."""
+    if path == "-" or target_bytes < 1:
+        return None
+    try:
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode):
+            return None
+        with open(path, "rb") as handle:
+            if handle.read(2) != GZIP_MAGIC:
+                return None
+    except OSError:
+        return None
+    return _gzip_ranges(path, target_bytes, max_read_length)
+
+
+def _gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange]:
+    longest_record = 4 * (_longest_line(max_read_length) + 2)
+    blocks = _prefetched(_blocks(path, path, DEFAULT_BLOCK_BYTES))
+    try:
+        pending = next(blocks, b"")
+        first = len(pending) - len(pending.lstrip(b" \t\r\n"))
+        if pending[first : first + 1] != b"@" or pending[first - 1 : first] not in (b"", b"\n"):
+            # Not FASTQ, or blank lines for a whole block: the whole-file reader takes it.
+            blocks.close()
+            yield from read_chunks(path, max(1, target_bytes // 2), max_read_length)
+            return
+        pending, start, number, ended = pending[first:], first, 0, False
+        while True:
+            found, _ = _find_record(pending, target_bytes, ended)
+            if found is not None:
+                yield ReadRange(number, path, start, start + found, False, max_read_length, pending[:found])
+                pending, start, number = pending[found:], start + found, number + 1
+            elif ended:
+                if pending:
+                    yield ReadRange(number, path, start, start + len(pending), True, max_read_length, pending)
+                return
+            elif len(pending) > target_bytes + longest_record:
+                raise RangeInputError(f"{path}: no FASTQ record starts before byte {start + len(pending)} of its text")
+            else:
+                block = next(blocks, None)
+                if block is None:
+                    ended = True
+                else:
+                    pending += block
+    finally:
+        blocks.close()
 
 
 def _starts_record(data: bytes, at: int, reaches_end: bool) -> bool | None:

@@ -14,7 +14,7 @@ import pytest
 
 from bowmap import reader
 from bowmap.errors import BowmapError
-from bowmap.reader import RangeInputError, as_chunk, fastq_ranges, first_input_error, input_chunks, read_chunks
+from bowmap.reader import RangeInputError, as_chunk, fastq_ranges, first_input_error, gzip_ranges, input_chunks, read_chunks
 from test_reader import ERROR_CASES, FIRST_GOOD, GOOD, expected, random_reads
 
 TARGETS = [1, 2, 7, 61, 4096, 1 << 22]
@@ -60,15 +60,24 @@ def test_ranges_hold_the_reads_of_the_whole_file_reader(tmp_path, monkeypatch, s
         assert all(chunk.number == r.number for chunk, r in zip(chunks, ranges))
         if target == 1:  # every record starts a range, the first one after any blank lines
             assert len(ranges) == len(reads)
+        zipped = tmp_path / "reads.fq.gz"
+        zipped.write_bytes(gzip.compress(text))
+        carried = list(gzip_ranges(str(zipped), target, 1000))
+        assert [(r.start, r.end, r.last) for r in carried] == [(r.start, r.end, r.last) for r in ranges]
+        assert reads_of(as_chunk(r) for r in carried) == want
 
 
-def test_only_plain_fastq_files_are_cut(tmp_path):
+def test_which_inputs_are_cut(tmp_path):
+    """Uncompressed FASTQ files: ranges the workers read; gzipped ones: ranges carrying their
+    text; anything else (FASTA, empty or blank files, pipes, stdin): the whole-file reader."""
     fastq = b"@a\nACGT\n+\nIIII\n"
     cases = {
-        "reads.fq.gz": gzip.compress(fastq),
         "reads.fa": b">a\nACGT\n",
+        "reads.fa.gz": gzip.compress(b">a\nACGT\n"),
         "empty.fq": b"",
+        "empty.fq.gz": gzip.compress(b""),
         "blank.fq": b"\n \n",
+        "blank.fq.gz": gzip.compress(b"\n \n"),
         "indented.fq": b"\n  " + fastq,
     }
     for name, content in cases.items():
@@ -76,12 +85,15 @@ def test_only_plain_fastq_files_are_cut(tmp_path):
         assert fastq_ranges(str(tmp_path / name), 10, 100) is None, name
         if name != "indented.fq":  # (the whole-file reader refuses that one)
             assert not any(isinstance(item, reader.ReadRange) for item in input_chunks(str(tmp_path / name), 10, 100))
-    assert fastq_ranges("-", 10, 100) is None
+    assert fastq_ranges("-", 10, 100) is None and gzip_ranges("-", 10, 100) is None
     assert fastq_ranges(str(tmp_path / "absent.fq"), 10, 100) is None
     assert fastq_ranges(str(tmp_path), 10, 100) is None
     (tmp_path / "reads.fq").write_bytes(fastq)
     (only,) = input_chunks(str(tmp_path / "reads.fq"), 10, 100)
-    assert isinstance(only, reader.ReadRange) and only.last and only.end == len(fastq)
+    assert isinstance(only, reader.ReadRange) and only.last and only.end == len(fastq) and only.text is None
+    (tmp_path / "reads.fq.gz").write_bytes(gzip.compress(b"\n" + fastq))
+    (only,) = input_chunks(str(tmp_path / "reads.fq.gz"), 10, 100)
+    assert isinstance(only, reader.ReadRange) and only.last and only.text == fastq
 
 
 def whole_file_error(path) -> str:
@@ -92,10 +104,11 @@ def whole_file_error(path) -> str:
 
 
 @pytest.mark.parametrize("tail, follows, message", ERROR_CASES)
-def test_a_malformed_file_gets_the_whole_file_readers_error(tmp_path, tail, follows, message):
+@pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
+def test_a_malformed_file_gets_the_whole_file_readers_error(tmp_path, tail, follows, message, zipped):
     text = (FIRST_GOOD + tail + ("".join(GOOD.format(i) for i in range(10, 13)) if follows else "")).encode()
     path = tmp_path / "reads.fq"
-    path.write_bytes(text)
+    path.write_bytes(gzip.compress(text) if zipped else text)
     want = whole_file_error(path)
     assert re.search(message, want)
     for target in (1, 13, 60, 1 << 20):
@@ -118,7 +131,8 @@ def test_a_named_pipe_is_left_to_the_whole_file_reader(tmp_path):
 
 
 @pytest.mark.parametrize("where", ["header", "plus", "wrapped"])
-def test_runaway_lines_are_refused_as_by_the_whole_file_reader(tmp_path, monkeypatch, where):
+@pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
+def test_runaway_lines_are_refused_as_by_the_whole_file_reader(tmp_path, monkeypatch, where, zipped):
     """Lines past the whole-file reader's limit (made small here), inside a range or where no
     record starts for longer than a record can be: the whole-file reader's error."""
     monkeypatch.setattr(reader, "LONGEST_OTHER_LINE", 200)
@@ -129,7 +143,8 @@ def test_runaway_lines_are_refused_as_by_the_whole_file_reader(tmp_path, monkeyp
         "wrapped": "@b\n" + "ACGT\n" * 400 + "+\n" + "IIII\n" * 400,
     }[where]
     path = tmp_path / "reads.fq"
-    path.write_text(FIRST_GOOD + bad + GOOD.format(20))
+    text = (FIRST_GOOD + bad + GOOD.format(20)).encode()
+    path.write_bytes(gzip.compress(text) if zipped else text)
     want = whole_file_error(path)
     for target in (1, 50, 1 << 20):
         with pytest.raises(RangeInputError) as caught:
