@@ -15,7 +15,7 @@ import pytest
 from bowmap import reader
 from bowmap.errors import BowmapError
 from bowmap.reader import RangeInputError, as_chunk, fastq_ranges, first_input_error, gzip_ranges, input_chunks, read_chunks
-from test_reader import ERROR_CASES, FIRST_GOOD, GOOD, expected, random_reads
+from test_reader import ERROR_CASES, FIRST_GOOD, GOOD, error_case_file, expected, random_reads
 
 TARGETS = [1, 2, 7, 61, 4096, 1 << 22]
 
@@ -106,9 +106,7 @@ def whole_file_error(path) -> str:
 @pytest.mark.parametrize("tail, follows, message", ERROR_CASES)
 @pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
 def test_a_malformed_file_gets_the_whole_file_readers_error(tmp_path, tail, follows, message, zipped):
-    text = (FIRST_GOOD + tail + ("".join(GOOD.format(i) for i in range(10, 13)) if follows else "")).encode()
-    path = tmp_path / "reads.fq"
-    path.write_bytes(gzip.compress(text) if zipped else text)
+    path = error_case_file(tmp_path, tail, follows, zipped)
     want = whole_file_error(path)
     assert re.search(message, want)
     for target in (1, 13, 60, 1 << 20):

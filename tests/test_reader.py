@@ -291,12 +291,18 @@ def error_messages(path, block_sizes, **options) -> set[str]:
     return messages
 
 
+def error_case_file(folder, tail: str, follows: bool, zipped: bool):
+    """reads.fq in ``folder``: an ERROR_CASES entry after 9 good records, gzipped or not."""
+    text = (FIRST_GOOD + tail + ("".join(GOOD.format(i) for i in range(10, 13)) if follows else "")).encode()
+    path = folder / "reads.fq"
+    path.write_bytes(gzip.compress(text) if zipped else text)
+    return path
+
+
 @pytest.mark.parametrize("tail, follows, message", ERROR_CASES)
 @pytest.mark.parametrize("zipped", [False, True], ids=["plain", "gzip"])
 def test_fastq_errors_name_the_exact_line(tmp_path, tail, follows, message, zipped):
-    text = (FIRST_GOOD + tail + ("".join(GOOD.format(i) for i in range(10, 13)) if follows else "")).encode()
-    path = tmp_path / "reads.fq"
-    path.write_bytes(gzip.compress(text) if zipped else text)
+    path = error_case_file(tmp_path, tail, follows, zipped)
     (error,) = error_messages(path, [1, 4, 13, 1 << 20], max_read_length=20, chunk_bases=3)
     assert re.search(message, error) and "\n" not in error
 
