@@ -349,10 +349,12 @@ def _find_record(data: bytes, offset: int, reaches_end: bool) -> tuple[int | Non
     return None, None
 
 
-def gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadRange] | None:
+def gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange] | None:
     """Ranges of about ``target_bytes`` of a gzipped FASTQ file's text, cut before records as
-    :func:`fastq_ranges` cuts and carrying their text; None when ``path`` is not a gzipped
-    regular file. This process only decompresses and cuts; the workers parse."""
+    :func:`fastq_ranges` cuts and carrying their text (or, if the text is not FASTQ, the chunks
+    of :func:`read_chunks`); None when ``path`` is not a gzipped regular file. This process only
+    decompresses and cuts; the workers parse. Damaged gzip data raises
+    :class:`RangeInputError`: a range before it may hold the input's first error."""
     if path == "-" or target_bytes < 1:
         return None
     try:
@@ -368,36 +370,46 @@ def gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[
 
 
 def _gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange]:
-    longest_record = 4 * (_longest_line(max_read_length) + 2)
     blocks = _prefetched(_blocks(path, path, DEFAULT_BLOCK_BYTES))
     try:
-        pending = next(blocks, b"")
-        first = len(pending) - len(pending.lstrip(b" \t\r\n"))
-        if pending[first : first + 1] != b"@" or pending[first - 1 : first] not in (b"", b"\n"):
-            # Not FASTQ, or blank lines for a whole block: the whole-file reader takes it.
-            blocks.close()
-            yield from read_chunks(path, max(1, target_bytes // 2), max_read_length)
-            return
-        pending, start, number, ended = pending[first:], first, 0, False
-        while True:
-            found, _ = _find_record(pending, target_bytes, ended)
-            if found is not None:
-                yield ReadRange(number, path, start, start + found, False, max_read_length, pending[:found])
-                pending, start, number = pending[found:], start + found, number + 1
-            elif ended:
-                if pending:
-                    yield ReadRange(number, path, start, start + len(pending), True, max_read_length, pending)
+        try:
+            head = next(blocks, b"")
+            first = len(head) - len(head.lstrip(b" \t\r\n"))  # blank lines before the first record are skipped
+            if head[first : first + 1] == b"@" and head[first - 1 : first] in (b"", b"\n"):
+                yield from _cut_text(blocks, head[first:], first, path, target_bytes, max_read_length)
                 return
-            elif len(pending) > target_bytes + longest_record:
-                raise RangeInputError(f"{path}: no FASTQ record starts before byte {start + len(pending)} of its text")
-            else:
-                block = next(blocks, None)
-                if block is None:
-                    ended = True
-                else:
-                    pending += block
+        except RangeInputError:
+            raise
+        except BowmapError as error:  # damaged gzip data: a range before it may hold the first error
+            raise RangeInputError(str(error)) from None
     finally:
         blocks.close()
+    # Not FASTQ, or blank lines for a whole block: the whole-file reader takes it.
+    yield from read_chunks(path, max(1, target_bytes // 2), max_read_length)
+
+
+def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadRange]:
+    """Ranges of the text of ``blocks``, ``pending`` (starting with a record, at ``start`` in
+    the text) first."""
+    longest_record = 4 * (_longest_line(max_read_length) + 2)  # as in _ranges
+    number, ended = 0, False
+    while True:
+        found, _ = _find_record(pending, target_bytes, ended)
+        if found is not None:
+            yield ReadRange(number, path, start, start + found, False, max_read_length, pending[:found])
+            pending, start, number = pending[found:], start + found, number + 1
+        elif ended:
+            if pending:
+                yield ReadRange(number, path, start, start + len(pending), True, max_read_length, pending)
+            return
+        elif len(pending) > target_bytes + longest_record:
+            raise RangeInputError(f"{path}: no FASTQ record starts before byte {start + len(pending)} of its text")
+        else:
+            block = next(blocks, None)
+            if block is None:
+                ended = True
+            else:
+                pending += block
 
 
 def _starts_record(data: bytes, at: int, reaches_end: bool) -> bool | None:

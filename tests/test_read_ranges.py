@@ -159,3 +159,19 @@ def test_a_file_that_shrinks_while_read_is_an_error(tmp_path):
     with pytest.raises(BowmapError, match="changed while it was read"):
         for item in ranges:
             as_chunk(item)
+
+
+def test_damaged_gzip_after_a_malformed_record_gets_the_first_error(tmp_path):
+    """The parent meets the damaged gzip data before a worker parses the bad record before it:
+    the error is still the first one in the file, as the whole-file reader reports it."""
+    text = (FIRST_GOOD + "@bad\nACGT\n+\nIII\n" + "".join(GOOD.format(i) for i in range(10, 5000))).encode()
+    packed = gzip.compress(text)
+    path = tmp_path / "reads.fq.gz"
+    path.write_bytes(packed[: len(packed) // 2])  # truncated
+    want = whole_file_error(path)
+    assert "quality length 3 differs" in want
+    with pytest.raises(RangeInputError) as caught:
+        for _ in input_chunks(str(path), 40, 20):  # (ranges not parsed: the parent fails first)
+            pass
+    assert "truncated gzip" in str(caught.value)
+    assert str(first_input_error(str(path), 20, caught.value)) == want
