@@ -385,8 +385,11 @@ class SmithWaterman:
             direction_offsets = (np.cumsum(group_words) - group_words).astype(np.uint64)
             directions = self._directions.at_least(max(1, int(group_words.sum())) * word)
             boundary = self._boundary.at_least((int(group_columns.max()) + 1) * global_size * element)
-            cigar_offsets = np.cumsum(capacity[start:stop]) - capacity[start:stop]
-            cigar_total = int(capacity[start:stop].sum())
+            # Pair i's operations go to row i of a (size x pitch) table: only the first columns,
+            # as many as the longest CIGAR, are read back (a 2-D read), not the whole table.
+            pitch = int(capacity[start:stop].max())
+            cigar_offsets = np.arange(size, dtype=np.int64) * pitch
+            cigar_total = size * pitch
             if cigar_total >= 2**32:
                 raise BowmapError("too many CIGAR operations in one traceback launch")
             cigar_device = self._cigar.at_least(cigar_total * 4)
@@ -401,11 +404,17 @@ class SmithWaterman:
                 cigar_device, group_buffers[2], output,
             ))
             part = np.empty((6, size), dtype=np.int32)
-            cigar_host = np.empty(cigar_total, dtype=np.uint32)
-            read_back(self.queue, part, output, cigar_host, cigar_device)
+            read_back(self.queue, part, output)
             results[:, start:stop] = part
-            cigar_parts.append(cigar_host)
-            cigar_capacity_offsets.append(cigar_offsets + sum(len(p) for p in cigar_parts[:-1]))
+            longest = int(part[5].max())
+            cigar_host = np.empty((size, longest), dtype=np.uint32)
+            if longest:
+                cl.enqueue_copy(
+                    self.queue, cigar_host, cigar_device, buffer_origin=(0, 0), host_origin=(0, 0),
+                    region=(4 * longest, size), buffer_pitches=(4 * pitch,), host_pitches=(4 * longest,), is_blocking=True,
+                )
+            cigar_capacity_offsets.append(np.arange(size, dtype=np.int64) * longest + sum(p.size for p in cigar_parts))
+            cigar_parts.append(cigar_host.reshape(-1))
         # Back to the caller's order, the CIGARs compacted: operation k of pair p sits at its
         # capacity offset + k in the concatenated launch outputs.
         capacity_offsets = np.concatenate(cigar_capacity_offsets)
