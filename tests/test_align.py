@@ -316,3 +316,28 @@ def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device
     rescued = extend_chunk(worker.device_text, index, worker.smith_waterman, chunk, nothing, scoring, options, worker.rescue_filter)
     assert rescued.mapped[0] and not rescued.reverse[0]
     assert (rescued.position[0], rescued.score[0]) == (7_000, 100 - 3 * (scoring.match + scoring.mismatch))
+
+
+def test_best_two_equals_a_plain_reference_with_ties():
+    """best_two against the obvious per-read loop: best by score, then smallest tie-breaker,
+    then first; second best among the rest, the best's near duplicates on its strand left out."""
+    from bowmap.align import SAME_ALIGNMENT_BASES, best_two
+    from bowmap.mapq import NO_SCORE
+
+    rng = np.random.default_rng(5)
+    for count, pairs in ((1, 0), (1, 1), (7, 30), (50, 400), (300, 2000)):
+        read = np.sort(rng.integers(0, count, pairs))
+        score = rng.integers(-3, 6, pairs).astype(np.int32)  # few values: many ties
+        tie_breaker = rng.choice(np.array([0, 5, 2**63 + 1], dtype=np.uint64), pairs)
+        reverse = rng.random(pairs) < 0.5
+        end = rng.integers(0, 60, pairs)
+        best, best_score, second = best_two(read, score, count, tie_breaker, reverse, end)
+        for r in range(count):
+            mine = [k for k in range(pairs) if read[k] == r]
+            if not mine:
+                assert (best[r], best_score[r], second[r]) == (-1, NO_SCORE, NO_SCORE)
+                continue
+            want = min(mine, key=lambda k: (-int(score[k]), int(tie_breaker[k]), k))
+            others = [int(score[k]) for k in mine if k != want and (
+                reverse[k] != reverse[want] or abs(int(end[k]) - int(end[want])) > SAME_ALIGNMENT_BASES)]
+            assert (best[r], best_score[r], second[r]) == (want, score[want], max(others, default=NO_SCORE)), (count, r)
