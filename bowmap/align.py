@@ -106,7 +106,7 @@ def best_two(
     read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.ndarray, reverse=None, end=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each of ``count`` reads: the pair with the best score (ties: the smallest
-    ``tie_breaker``), or -1; that score; and the best score among the read's other pairs
+    ``tie_breaker``, then the forward strand and the smaller ``end``, then the first), or -1; that score; and the best score among the read's other pairs
     (NO_SCORE when it has none). ``read`` is sorted. With ``reverse`` and ``end`` (each pair's
     strand and the text position where its alignment ends), pairs whose alignment ends within
     SAME_ALIGNMENT_BASES of the best's on its strand are the best alignment again, not others."""
@@ -119,10 +119,13 @@ def best_two(
     best_score = np.full(count, NO_SCORE, dtype=np.int64)
     if len(read):
         # The best: among the pairs at their read's top score, the smallest tie-breaker, then
-        # the first. Only those few pairs are sorted, not all of them.
+        # (equal tie-breakers: one start) the forward strand and the nearer alignment end, and
+        # only then the first, so the pairs' order (which may depend on the rest of the chunk)
+        # does not decide. Only those few pairs are sorted, not all of them.
         best_score[has] = np.maximum.reduceat(score.astype(np.int64), starts[has])
         top = np.flatnonzero(score == best_score[read])
-        top = top[np.lexsort((top, tie_breaker[top], read[top]))]
+        keys = [top] + ([] if end is None else [end[top], reverse[top]]) + [tie_breaker[top], read[top]]
+        top = top[np.lexsort(keys)]
         first_of_read = np.r_[True, read[top][1:] != read[top][:-1]]
         best[read[top[first_of_read]]] = top[first_of_read]
     others = np.ones(len(read), dtype=bool)

@@ -171,8 +171,7 @@ class SeedFilter:
             redone = self._merge([tuple(array[weak[hits[0]]] for array in hits) for hits in rounds] + [more], lengths)
             kept = ~weak[windows.read]
             combined = [np.concatenate((getattr(windows, name)[kept], getattr(redone, name))) for name in Windows.FIELDS]
-            order = np.lexsort((combined[2], combined[1], combined[0]))
-            windows = Windows(*(array[order] for array in combined))
+            windows = Windows(*(array[_by_read_strand_start(*combined[:3], self.index.total_length)] for array in combined))
         return windows
 
     def rescue_windows(self, codes, reverse_codes, read_offsets, only) -> Windows:
@@ -459,6 +458,15 @@ class DeviceWindows:
             end=end[kept].astype(np.int64),
             hits=(meta & np.uint32(0x3FFFFFFF)).astype(np.int64),
         )
+
+
+def _by_read_strand_start(read: np.ndarray, reverse: np.ndarray, start: np.ndarray, text_length: int) -> np.ndarray:
+    """The order of windows by (read, strand, start), ties kept in place: one stable sort of an
+    int64 key where it fits (several times faster than the three-key lexsort it equals)."""
+    span = int(text_length) + 1
+    if len(read) and 2 * (int(read.max()) + 1) * span < 2**62:
+        return np.argsort((read * 2 + reverse) * span + start, kind="stable")
+    return np.lexsort((start, reverse, read))
 
 
 def _window_constants(index: FMIndex, options: SeedOptions) -> dict:

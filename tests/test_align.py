@@ -320,7 +320,8 @@ def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device
 
 def test_best_two_equals_a_plain_reference_with_ties():
     """best_two against the obvious per-read loop: best by score, then smallest tie-breaker,
-    then first; second best among the rest, the best's near duplicates on its strand left out."""
+    forward strand, smaller end, then first; second best among the rest, the best's near
+    duplicates on its strand left out."""
     from bowmap.align import SAME_ALIGNMENT_BASES, best_two
     from bowmap.mapq import NO_SCORE
 
@@ -337,7 +338,7 @@ def test_best_two_equals_a_plain_reference_with_ties():
             if not mine:
                 assert (best[r], best_score[r], second[r]) == (-1, NO_SCORE, NO_SCORE)
                 continue
-            want = min(mine, key=lambda k: (-int(score[k]), int(tie_breaker[k]), k))
+            want = min(mine, key=lambda k: (-int(score[k]), int(tie_breaker[k]), bool(reverse[k]), int(end[k]), k))
             others = [int(score[k]) for k in mine if k != want and (
                 reverse[k] != reverse[want] or abs(int(end[k]) - int(end[want])) > SAME_ALIGNMENT_BASES)]
             assert (best[r], best_score[r], second[r]) == (want, score[want], max(others, default=NO_SCORE)), (count, r)

@@ -188,3 +188,14 @@ def test_device_windows_need_32_bit_positions(tmp_path):
     assert not DeviceWindows.fits(index(3_200_000_000, 2**22))  # too many contigs for the keys
     assert not DeviceWindows.fits(None)
     assert not DeviceWindows.fits(index(10_000, 1, longest=5_000))  # its offset bit set would not fit a work-item
+
+
+def test_windows_order_by_one_key_equals_the_lexsort():
+    from bowmap.seed_filter import _by_read_strand_start
+
+    rng = np.random.default_rng(8)
+    for count, text_length in ((0, 10), (1, 10), (1000, 5000), (20000, 64_000_000), (300, 2**61)):  # the last: no room for the key
+        read = np.sort(rng.integers(0, max(1, count // 8), count))
+        reverse = rng.random(count) < 0.5
+        start = rng.integers(0, min(text_length, 3000), count)
+        np.testing.assert_array_equal(_by_read_strand_start(read, reverse, start, text_length), np.lexsort((start, reverse, read)))
