@@ -106,8 +106,9 @@ def best_two(
     read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.ndarray, reverse=None, end=None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each of ``count`` reads: the pair with the best score (ties: the smallest
-    ``tie_breaker``, then the forward strand and the smaller ``end``, then the first), or -1; that score; and the best score among the read's other pairs
-    (NO_SCORE when it has none). ``read`` is sorted. With ``reverse`` and ``end`` (each pair's
+    ``tie_breaker``, then the forward strand and the smaller ``end``, then the first), or -1;
+    that score; and the best score among the read's other pairs (NO_SCORE when it has none).
+    ``read`` is sorted. With ``reverse`` and ``end`` (each pair's
     strand and the text position where its alignment ends), pairs whose alignment ends within
     SAME_ALIGNMENT_BASES of the best's on its strand are the best alignment again, not others."""
     from bowmap.mapq import NO_SCORE

@@ -275,20 +275,39 @@ def fastq_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
     line, which cannot start with ``+``. Malformed input may be cut elsewhere; some range then
     fails to parse, and :func:`first_input_error` reports the error as the whole-file reader
     would."""
+    file = _file_head(path, target_bytes)
+    if file is None:
+        return None
+    size, head = file
+    first = _first_record(head)
+    if head[:2] == GZIP_MAGIC or first is None:
+        return None
+    return _ranges(path, first, size, target_bytes, max_read_length)
+
+
+def _file_head(path: str, target_bytes: int) -> tuple[int, bytes] | None:
+    """(size, first 64 KiB) of a regular file, None for stdin, anything else or an unreadable
+    file (read_chunks reports it). The path is stat'ed before it is opened: opening a named pipe
+    would take its data."""
     if path == "-" or target_bytes < 1:
         return None
     try:
-        status = os.stat(path)  # before opening: opening a named pipe would take its data
-        if not stat.S_ISREG(status.st_mode) or status.st_size == 0:
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode):
             return None
         with open(path, "rb") as handle:
-            head = os.pread(handle.fileno(), 1 << 16, 0)  # blank lines, then the first record
+            return status.st_size, os.pread(handle.fileno(), 1 << 16, 0)
     except OSError:
-        return None  # read_chunks reports it
-    first = len(head) - len(head.lstrip(b" \t\r\n"))  # blank lines before the first record are skipped
-    if head[:2] == GZIP_MAGIC or head[first : first + 1] != b"@" or head[first - 1 : first] not in (b"", b"\n"):
         return None
-    return _ranges(path, first, status.st_size, target_bytes, max_read_length)
+
+
+def _first_record(text: bytes) -> int | None:
+    """Where the first FASTQ record of ``text`` starts, after blank lines (which the whole-file
+    reader skips too); None when the first text there is not an '@' at a line start."""
+    first = len(text) - len(text.lstrip(b" \t\r\n"))
+    if text[first : first + 1] != b"@" or text[first - 1 : first] not in (b"", b"\n"):
+        return None
+    return first
 
 
 def _longest_line(max_read_length: int) -> int:
@@ -296,14 +315,19 @@ def _longest_line(max_read_length: int) -> int:
     return LONGEST_OTHER_LINE + max_read_length
 
 
+def _longest_record(max_read_length: int) -> int:
+    """A record of valid FASTQ is at most four such lines: a stretch of text this long without a
+    record start is not FASTQ, and the search for one stops there rather than go on through the
+    file."""
+    return 4 * (_longest_line(max_read_length) + 2)
+
+
 def _ranges(path: str, start: int, size: int, target_bytes: int, max_read_length: int) -> Iterator[ReadRange]:
-    # A record of valid FASTQ is at most four lines: a stretch this long without a record start
-    # is not FASTQ, and the search stops there rather than read on through the file.
-    longest_record = 4 * (_longest_line(max_read_length) + 2)
     with open_for_reading(path, kind="read file") as handle:
         number = 0
         while True:
-            cut = _record_start(handle.fileno(), path, start + target_bytes, size, start + target_bytes + longest_record)
+            give_up = start + target_bytes + _longest_record(max_read_length)
+            cut = _record_start(handle.fileno(), path, start + target_bytes, size, give_up)
             if cut is None:
                 yield ReadRange(number, path, start, size, True, max_read_length)
                 return
@@ -355,16 +379,8 @@ def gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[
     of :func:`read_chunks`); None when ``path`` is not a gzipped regular file. This process only
     decompresses and cuts; the workers parse. Damaged gzip data raises
     :class:`RangeInputError`: a range before it may hold the input's first error."""
-    if path == "-" or target_bytes < 1:
-        return None
-    try:
-        status = os.stat(path)
-        if not stat.S_ISREG(status.st_mode):
-            return None
-        with open(path, "rb") as handle:
-            if handle.read(2) != GZIP_MAGIC:
-                return None
-    except OSError:
+    file = _file_head(path, target_bytes)
+    if file is None or file[1][:2] != GZIP_MAGIC:
         return None
     return _gzip_ranges(path, target_bytes, max_read_length)
 
@@ -374,8 +390,8 @@ def _gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
     try:
         try:
             head = next(blocks, b"")
-            first = len(head) - len(head.lstrip(b" \t\r\n"))  # blank lines before the first record are skipped
-            if head[first : first + 1] == b"@" and head[first - 1 : first] in (b"", b"\n"):
+            first = _first_record(head)
+            if first is not None:
                 yield from _cut_text(blocks, head[first:], first, path, target_bytes, max_read_length)
                 return
         except RangeInputError:
@@ -391,7 +407,6 @@ def _gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
 def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadRange]:
     """Ranges of the text of ``blocks``, ``pending`` (starting with a record, at ``start`` in
     the text) first."""
-    longest_record = 4 * (_longest_line(max_read_length) + 2)  # as in _ranges
     number, ended = 0, False
     while True:
         found, _ = _find_record(pending, target_bytes, ended)
@@ -402,7 +417,7 @@ def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, 
             if pending:
                 yield ReadRange(number, path, start, start + len(pending), True, max_read_length, pending)
             return
-        elif len(pending) > target_bytes + longest_record:
+        elif len(pending) > target_bytes + _longest_record(max_read_length):
             raise RangeInputError(f"{path}: no FASTQ record starts before byte {start + len(pending)} of its text")
         else:
             block = next(blocks, None)

@@ -369,7 +369,7 @@ class SmithWaterman:
         sequences = self._upload_sequences(pairs)
         self._m = pairs.m
         results = np.zeros((6, count), dtype=np.int32)
-        cigar_parts, cigar_capacity_offsets = [], []
+        cigar_parts, cigar_row_offsets = [], []
         # Direction words of work-group g: its most tiles x its longest window x group size.
         all_groups = -(-count // group)
         padded_tiles = np.zeros(all_groups * group, dtype=np.int64)
@@ -413,19 +413,19 @@ class SmithWaterman:
                     self.queue, cigar_host, cigar_device, buffer_origin=(0, 0), host_origin=(0, 0),
                     region=(4 * longest, size), buffer_pitches=(4 * pitch,), host_pitches=(4 * longest,), is_blocking=True,
                 )
-            cigar_capacity_offsets.append(np.arange(size, dtype=np.int64) * longest + sum(p.size for p in cigar_parts))
+            cigar_row_offsets.append(np.arange(size, dtype=np.int64) * longest + sum(p.size for p in cigar_parts))
             cigar_parts.append(cigar_host.reshape(-1))
         # Back to the caller's order, the CIGARs compacted: operation k of pair p sits at its
-        # capacity offset + k in the concatenated launch outputs.
-        capacity_offsets = np.concatenate(cigar_capacity_offsets)
+        # row offset + k in the concatenated launch outputs (rows as wide as the launch's longest).
+        row_offsets = np.concatenate(cigar_row_offsets)
         all_cigars = np.concatenate(cigar_parts)
         unordered = np.empty_like(results)
         unordered[:, pairs.order] = results
-        caller_capacity_offsets = np.empty(count, dtype=np.int64)
-        caller_capacity_offsets[pairs.order] = capacity_offsets
+        caller_row_offsets = np.empty(count, dtype=np.int64)
+        caller_row_offsets[pairs.order] = row_offsets
         lengths = unordered[5].astype(np.int64)
         offsets = np.cumsum(lengths) - lengths
-        cigar_ops = all_cigars[segment_ranges(caller_capacity_offsets, lengths)]
+        cigar_ops = all_cigars[segment_ranges(caller_row_offsets, lengths)]
         return (
             unordered[0], unordered[1], unordered[2], unordered[3], unordered[4],
             cigar_ops, offsets.astype(np.uint32), lengths.astype(np.uint32),
