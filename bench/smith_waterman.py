@@ -4,7 +4,10 @@ For each read length (100, 150, 250) the script makes --pairs (read, window) pai
 window of read length + 2 x 64 bases and a read copied from its middle with 2% substitutions
 and 0.2% N (vectorised NumPy, fixed seed). It checks the first --check pairs of every kernel run
 against the NumPy reference exactly, times the reference on them (sequential CPU), then times:
-* score: ``SmithWaterman.best`` on all pairs, local and end-to-end;
+* score: ``SmithWaterman.best`` on all pairs, local and end-to-end, by the one-pair-a-work-item
+  kernel (``score``) and by the two-pairs-in-16-bit-lanes kernel (``score2x16``: with Hopper's PTX
+  lane instructions on NVIDIA compute capability >= 9, and ``score2x16cl`` with OpenCL short2
+  operations; elsewhere only the short2 one, named ``score2x16``);
 * traceback: ``SmithWaterman.traceback`` (sweep with direction bits + walk back) on --trace-pairs.
 
 GCUPS = read length x window length x pairs / seconds / 1e9; "kernel" is the device time of the
@@ -14,7 +17,10 @@ Ceiling: the score kernel's inner loop costs about OPS_PER_CELL integer operatio
 2 gap-extension subtractions, 2 gap maxima, 1 add, 3 maxima for H with the 0 floor, 1
 subtraction of the gap-open cost from H (used by both gap recurrences), 1 column maximum and 1
 profile unpack = 11; end-to-end drops the floor and the column maximum: 9), so
-ceiling GCUPS = peak integer Gops / OPS_PER_CELL. Peak integer Gops comes from --peak-gops, or
+ceiling GCUPS = peak integer Gops / OPS_PER_CELL. The 2x16 kernel does the same operations on two
+cells at once (the profile unpack is one byte permutation; the floor rides on a max): 10 a cell
+pair local, 9 end-to-end, so its ceiling assumes a packed 16-bit operation issues at the INT32 rate
+(an assumption: NVIDIA does not publish the rate of Hopper's packed integer instructions). Peak integer Gops comes from --peak-gops, or
 from the device: NVIDIA: SMs x 64 INT32 lanes (compute capability 7.x-9.x) x clock; CPU: cores
 x native int vector width x 2 vector ALU ports x clock. Other devices need --peak-gops.
 The traceback's ratio uses the same ceiling (it does more work a cell: read it as a fraction).
@@ -37,6 +43,7 @@ FLANK = 64
 READ_LENGTHS = (100, 150, 250)
 SEED = 20260301
 OPS_PER_CELL = {False: 11, True: 9}  # by end_to_end
+OPS_PER_CELL_2X16 = {False: 5, True: 4.5}
 NVIDIA_INT32_LANES = {7: 64, 8: 64, 9: 64}
 
 
@@ -65,16 +72,16 @@ def subset(arrays, count: int):
 def peak_gops(device, given: float | None) -> tuple[float | None, str]:
     if given is not None:
         return given, "--peak-gops"
-    import pyopencl as cl
+    from bowmap.devices import nvidia_compute_capability
 
     handle = device.device
     clock_ghz = handle.max_clock_frequency / 1000
     units = handle.max_compute_units
     if "NVIDIA" in handle.platform.name.upper():
-        try:
-            major = handle.compute_capability_major_nv
-        except (cl.LogicError, AttributeError, cl.Error):
+        capability = nvidia_compute_capability(handle)
+        if capability is None:
             return None, "unknown NVIDIA device: give --peak-gops"
+        major = capability[0]
         lanes = NVIDIA_INT32_LANES.get(major)
         if lanes is None:
             return None, f"compute capability {major}.x not in the table: give --peak-gops"
@@ -136,7 +143,7 @@ def main() -> int:
             print(f"device: {info.name} ({info.compute_units} compute units, {format_memory(info.global_memory)}); "
                   f"peak integer: {'n/a' if peak is None else f'{peak:,.0f} Gops/s'} ({peak_source}); "
                   f"windows: read + 2 x {FLANK}; best of {args.repeat}; reference timed on {args.check} pairs")
-            print(f"{'read':>5} {'window':>6} {'mode':<10} {'kernel':<9} {'pairs':>8} {'ms':>9} {'GCUPS':>8} "
+            print(f"{'read':>5} {'window':>6} {'mode':<10} {'kernel':<11} {'pairs':>8} {'ms':>9} {'GCUPS':>8} "
                   f"{'call GCUPS':>10} {'ceiling':>8} {'ratio':>6} {'ref GCUPS':>9}")
             rng = np.random.default_rng(SEED)
             for read_length in lengths:
@@ -144,19 +151,23 @@ def main() -> int:
                 cells = read_length * (read_length + 2 * FLANK)
                 for end_to_end in (False, True):
                     scoring = Scoring(end_to_end=end_to_end)
-                    aligner = SmithWaterman(device, scoring, queue)
+                    aligner = SmithWaterman(device, scoring, queue, packed_scores=False)
+                    twins = SmithWaterman(device, scoring, queue, packed_scores=True)
+                    variants = [("score", args.pairs, aligner.best, aligner, OPS_PER_CELL[end_to_end]),
+                                ("score2x16", args.pairs, twins.best, twins, OPS_PER_CELL_2X16[end_to_end])]
+                    if twins.packed_asm:
+                        portable = SmithWaterman(device, scoring, queue, packed_scores=True, packed_asm=False)
+                        variants.append(("score2x16cl", args.pairs, portable.best, portable, OPS_PER_CELL_2X16[end_to_end]))
+                    variants.append(("traceback", args.trace_pairs, aligner.traceback, aligner, OPS_PER_CELL[end_to_end]))
                     sample = subset(arrays, args.check)
                     started = time.perf_counter()
                     expected = reference.traceback(scoring, *sample)
                     reference_gcups = args.check * cells / (time.perf_counter() - started) / 1e9
-                    ceiling = None if peak is None else peak / OPS_PER_CELL[end_to_end]
-                    for name, count, call in (
-                        ("score", args.pairs, aligner.best),
-                        ("traceback", args.trace_pairs, aligner.traceback),
-                    ):
+                    for name, count, call, owner, ops in variants:
+                        ceiling = None if peak is None else peak / ops
                         chosen = subset(arrays, count)
-                        result, kernel_seconds, call_seconds = timed(lambda: call(*chosen), aligner, args.repeat)
-                        if name == "score":
+                        result, kernel_seconds, call_seconds = timed(lambda: call(*chosen), owner, args.repeat)
+                        if name != "traceback":
                             check(name, result, (expected[0], expected[2], expected[4]), args.check)
                         else:
                             check(name, result[:5], expected[:5], args.check)
@@ -166,7 +177,7 @@ def main() -> int:
                         gcups = count * cells / kernel_seconds / 1e9
                         bound, ratio = ("n/a", "") if ceiling is None else (f"{ceiling:,.1f}", f"{gcups / ceiling:.3f}")
                         print(f"{read_length:>5} {read_length + 2 * FLANK:>6} {'end-to-end' if end_to_end else 'local':<10} "
-                              f"{name:<9} {count:>8,} {kernel_seconds * 1e3:>9.2f} {gcups:>8.2f} "
+                              f"{name:<11} {count:>8,} {kernel_seconds * 1e3:>9.2f} {gcups:>8.2f} "
                               f"{count * cells / call_seconds / 1e9:>10.2f} {bound:>8} {ratio:>6} {reference_gcups:>9.4f}")
             print(f"check: the first {args.check} pairs of every run equal the NumPy reference (scores, ends, CIGARs); "
                   "ref GCUPS: NumPy reference with traceback, sequential, on those pairs", file=sys.stderr)

@@ -309,6 +309,18 @@ def read_back(queue, host, buffer, *more) -> None:
     cl.enqueue_copy(queue, pairs[-1][0], pairs[-1][1], is_blocking=True)
 
 
+def nvidia_compute_capability(device) -> tuple[int, int] | None:
+    """(major, minor) of an NVIDIA device (a pyopencl Device), from the cl_nv_device_attribute_query
+    extension; None for other vendors or when the driver does not answer."""
+    cl = _opencl()
+    if "NVIDIA" not in device.platform.name.upper():
+        return None
+    try:
+        return int(device.compute_capability_major_nv), int(device.compute_capability_minor_nv)
+    except (cl.Error, AttributeError):
+        return None
+
+
 def work_group_size(kernel, device: DeviceContext, wavefronts: int = 4) -> int:
     """``wavefronts`` times the kernel's preferred work-group multiple on ``device`` (its warp or
     wavefront width), within the kernel's largest work-group."""

@@ -37,13 +37,14 @@ import numpy as np
 import pyopencl as cl
 
 from bowmap.arrays import segment_ranges
-from bowmap.devices import DeviceContext, ReusedBuffer, read_back
+from bowmap.devices import DeviceContext, ReusedBuffer, nvidia_compute_capability, read_back
 from bowmap.errors import BowmapError
 
 SOURCE = "smith_waterman.cl"
 OP_M, OP_I, OP_D, OP_S = 0, 1, 2, 4
 SCORE_LIMIT = 1000  # each scoring parameter: keeps every sum far from int32 overflow
 SHORT_SCORE_LIMIT = 30000  # |H|, |F| below this: the boundary row is stored as 16-bit pairs
+PACKED_MARGIN = 2700  # gap and substitution costs below this keep packed lanes inside int16
 LONGEST_SEQUENCE = 1 << 20  # read or window length limit (int32 scores with SCORE_LIMIT)
 
 
@@ -94,6 +95,21 @@ class Scoring:
         high = self.match * min(longest_read, longest_window)
         low = 3 * (self.gap_open + self.gap_extend) + (longest_read + longest_window) * self.gap_extend
         return max(high, low) >= SHORT_SCORE_LIMIT
+
+    def fits_packed_lanes(self, longest_read: int, longest_window: int) -> bool:
+        """Whether the two-pairs-a-work-item score kernel (``sw_score_twins``) may run such
+        pairs: every H and F within SHORT_SCORE_LIMIT (so every intermediate sum, at most
+        a gap cost or a substitution below or above them, stays inside a signed 16-bit lane),
+        and each score plus the gap-opening cost fits the kernel's signed-byte look-up words."""
+        open_extend = self.gap_open + self.gap_extend
+        penalty = max(self.mismatch, self.ambiguous)
+        return (
+            not self.needs_wide_scores(longest_read, longest_window)
+            and self.gap_open + 2 * self.gap_extend < PACKED_MARGIN
+            and penalty < PACKED_MARGIN
+            and -128 <= open_extend - penalty
+            and self.match + open_extend <= 127
+        )
 
 
 def _as_u32(array, what: str) -> np.ndarray:
@@ -206,6 +222,20 @@ def _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets,
     )
 
 
+def twins(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of launch positions with equal read length for ``sw_score_twins``: consecutive
+    positions within each run of equal ``m`` (the launch order sorts by length), the odd one
+    out of a run twinned with itself. Returns (first, second), second[k] >= first[k]."""
+    count = len(m)
+    run_starts = np.flatnonzero(np.r_[True, m[1:] != m[:-1]])
+    run_ends = np.r_[run_starts[1:], count]
+    rank = np.arange(count) - np.repeat(run_starts, run_ends - run_starts)
+    first = np.flatnonzero(rank % 2 == 0)
+    end = np.repeat(run_ends, run_ends - run_starts)[first]
+    second = np.where(first + 1 < end, first + 1, first)
+    return first, second
+
+
 class SmithWaterman:
     """Kernels, a command queue and reused buffers for one worker thread on one device.
 
@@ -214,16 +244,28 @@ class SmithWaterman:
     ``scratch_bytes`` caps the boundary-row and direction buffers of one launch (default: an
     eighth of the device's global memory, at most its largest allocation); a call larger than
     that runs in several launches.
+    ``packed_scores``: :meth:`best` runs ``sw_score_twins``, two pairs of equal read length a
+    work-item in 16-bit lanes, whenever the scores fit (``Scoring.fits_packed_lanes``); else
+    ``sw_score``, one pair a work-item in 32-bit values. Same results either way. ``packed_asm``:
+    the lanes use Hopper's PTX instructions (add/max.s16x2, prmt) rather than OpenCL short2
+    operations; it defaults to whether the device is an NVIDIA GPU of compute capability 9.0 or
+    later. ``packed_scores`` defaults to True: the twins ran 3x (local) to 3.5x (end-to-end) the
+    one-pair kernel on PoCL (bench/smith_waterman.py) and faster on an H200 (see the README).
     """
 
     def __init__(self, device: DeviceContext, scoring: Scoring, queue: cl.CommandQueue | None = None,
-                 read_tile: int = 16, scratch_bytes: int | None = None):
+                 read_tile: int = 16, scratch_bytes: int | None = None,
+                 packed_scores: bool | None = None, packed_asm: bool | None = None):
         if read_tile not in (8, 16):
             raise ValueError("read_tile must be 8 or 16")
         self.device = device
         self.scoring = scoring
         self.queue = queue if queue is not None else device.queue()
         self.read_tile = read_tile
+        capability = nvidia_compute_capability(device.device)
+        hopper = capability is not None and capability >= (9, 0)
+        self.packed_scores = True if packed_scores is None else bool(packed_scores)
+        self.packed_asm = hopper if packed_asm is None else bool(packed_asm)
         info = device.info
         self.scratch_bytes = scratch_bytes or min(info.max_allocation, max(1 << 24, info.global_memory // 8))
         self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
@@ -250,21 +292,23 @@ class SmithWaterman:
             options = self.scoring.build_options() + (
                 f"-DREAD_TILE={self.read_tile}", f"-DWIDE_BOUNDARY={int(wide)}",
                 f"-DPACKED_WINDOWS={int(packed)}", f"-DAMBIGUOUS_MASK={int(key[2])}",
+                f"-DPACKED_ASM={int(self.packed_asm)}",
             )
             program = self.device.program(SOURCE, options)
-            kernels = self._kernels[key] = {"sw_score": cl.Kernel(program, "sw_score"), "sw_traceback": cl.Kernel(program, "sw_traceback")}
-            for kernel_name in ("sw_score", "sw_traceback"):
-                kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name])
+            names = ("sw_score", "sw_traceback", "sw_score_twins")
+            kernels = self._kernels[key] = {kernel_name: cl.Kernel(program, kernel_name) for kernel_name in names}
+            for kernel_name in names:
+                kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name], kernel_name != "sw_score_twins")
         return kernels[name], kernels["group_" + name]
 
-    def _work_group_size(self, kernel) -> int:
+    def _work_group_size(self, kernel, profiled: bool = True) -> int:
         """A few warps/wavefronts a group, within the kernel's limit and the local memory the
-        query profile takes (5 codes x read_tile 16-bit scores a work-item)."""
+        query profile takes (5 codes x read_tile 16-bit scores a work-item; none for the twins)."""
         device = self.device.device
         multiple = kernel.get_work_group_info(cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, device)
         largest = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
         fixed_local = kernel.get_work_group_info(cl.kernel_work_group_info.LOCAL_MEM_SIZE, device)
-        by_memory = (self.device.info.local_memory - fixed_local) // self._profile_bytes(1)
+        by_memory = (self.device.info.local_memory - fixed_local) // self._profile_bytes(1) if profiled else largest
         size = max(1, min(largest, multiple * 2, by_memory))
         if size >= multiple:
             size -= size % multiple
@@ -321,11 +365,16 @@ class SmithWaterman:
         self.last_kernel_events = []
         if count == 0:
             return results[0], results[1], results[2]
-        wide = self.scoring.needs_wide_scores(int(pairs.m[0]), int(pairs.n.max()))
-        kernel, group = self._kernel("sw_score", wide, pairs.window_codes)
-        element = 8 if wide else 4
+        longest_read, longest_window = int(pairs.m[0]), int(pairs.n.max())
         sequences = self._upload_sequences(pairs)
         launched = np.zeros((3, count), dtype=np.int32)
+        if self.packed_scores and self.scoring.fits_packed_lanes(longest_read, longest_window):
+            self._best_twins(pairs, sequences, launched)
+            results[:, pairs.order] = launched
+            return results[0], results[1], results[2]
+        wide = self.scoring.needs_wide_scores(longest_read, longest_window)
+        kernel, group = self._kernel("sw_score", wide, pairs.window_codes)
+        element = 8 if wide else 4
         self._m = pairs.m
         for start, stop, _ in self._launches(count, group, pairs.n, element):
             size = stop - start
@@ -344,6 +393,27 @@ class SmithWaterman:
             launched[:, start:stop] = part
         results[:, pairs.order] = launched
         return results[0], results[1], results[2]
+
+    def _best_twins(self, pairs: _Pairs, sequences, launched: np.ndarray) -> None:
+        """:meth:`best` by ``sw_score_twins``: fills ``launched`` (3 x pairs, launch order)."""
+        kernel, group = self._kernel("sw_score_twins", False, pairs.window_codes)
+        first, second = twins(pairs.m)
+        self._m = pairs.m[first]
+        for start, stop, _ in self._launches(len(first), group, pairs.n[first], 8):
+            size = stop - start
+            global_size = -(-size // group) * group
+            columns = int(pairs.n[first[start:stop]].max()) + 1  # a twin's first has the longer window
+            boundary = self._boundary.at_least(columns * global_size * 8)
+            slots = np.stack((first[start:stop], second[start:stop]), axis=1).reshape(-1)
+            pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
+                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            output = self._results.at_least(3 * 2 * size * 4)
+            self.last_kernel_events.append(kernel(
+                self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size), boundary, output,
+            ))
+            part = np.empty((3, 2 * size), dtype=np.int32)
+            read_back(self.queue, part, output)
+            launched[:, slots] = part  # a pair twinned with itself writes its result twice
 
     def traceback(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
         """Best alignment of every pair with its CIGAR:

@@ -6,6 +6,8 @@
  *   sw_score      best score and its end cell;
  *   sw_traceback  the same sweep recording 4 direction bits a cell, then the traceback of the
  *                 best cell on the same work-item, giving the CIGAR.
+ *   sw_score_twins  sw_score's results for two pairs of equal read length a work-item, in
+ *                 packed 16-bit lanes (see its section below).
  *
  * The recurrences (Gotoh), read = rows i = 1..m, window = columns j = 1..n, s = substitution
  * score, OE = GAP_OPEN + GAP_EXTEND (a gap of k bases costs GAP_OPEN + k * GAP_EXTEND):
@@ -294,6 +296,279 @@ __kernel void sw_score(__global const uchar *read_codes, __global const uint *re
     results[gid] = best.score;
     results[count + gid] = (int)best.read_end;
     results[2 * count + gid] = (int)best.window_end;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * sw_score_twins: the score sweep of two pairs at once, in packed 16-bit lanes.
+ *
+ * Work-item g takes pairs 2g (lane A, the low 16 bits of every value) and 2g + 1 (lane B, the
+ * high 16 bits). The host pairs up pairs of the same read length (it may pair a pair with
+ * itself); the windows may differ in length: the twin sweeps max(n_A, n_B) columns, and a
+ * lane's columns beyond its own window are read as code 0 and never enter its best cell (they
+ * come after every column it uses, so nothing of theirs flows back). Each cell of a lane follows
+ * exactly the recurrences and tie rules of `sweep_tile`, so the results equal sw_score's.
+ *
+ * Every H, E and F value, and every sum formed on the way, must fit a signed 16-bit lane: the
+ * host runs this kernel only when |H|, |F| < SHORT_SCORE_LIMIT (30000) and the scoring leaves
+ * the margins described at NEG16; each lane then computes with plain wrapping 16-bit adds
+ * that never wrap.
+ *
+ * Substitution scores: for each tile row the twin keeps two 32-bit look-up words, byte w of the
+ * first = s(read_A[row], w) + OPEN_EXTEND for window codes w = 0..3, likewise the second for
+ * read B (the host checks these fit a signed byte). A column's packed scores for one row are
+ * then one byte permutation: low half = sign-extended byte w_A of the first word, high half =
+ * sign-extended byte w_B of the second. An ambiguous window base (code 4) in either lane
+ * overrides that lane's scores for the column with OPEN_EXTEND - AMBIGUOUS.
+ *
+ * PACKED_ASM (NVIDIA, compute capability >= 9.0): the lane operations are single PTX
+ * instructions (add.s16x2, max.s16x2, max.relu.s16x2 and prmt.b32). Otherwise they are
+ * OpenCL short2 vector operations and shifts, which any device runs.
+ * ------------------------------------------------------------------------------------------ */
+
+#ifndef PACKED_ASM
+#define PACKED_ASM 0
+#endif
+/* "Minus infinity" of a 16-bit lane: below every real H - OPEN_EXTEND by more than GAP_EXTEND,
+ * yet NEG16 - GAP_EXTEND stays above -32768 (the host checks GAP_OPEN + 2 GAP_EXTEND < 2700). */
+#define NEG16 (-30001 - OPEN_EXTEND)
+#define WINDOWS_MAY_HOLD_N (!PACKED_WINDOWS || AMBIGUOUS_MASK)
+
+inline uint lanes(int low, int high)
+{
+    return ((uint)low & 0xFFFFu) | ((uint)high << 16);
+}
+
+inline int lane_a(uint x)
+{
+    return (int)(short)(x & 0xFFFFu);
+}
+
+inline int lane_b(uint x)
+{
+    return (int)(short)(x >> 16);
+}
+
+#if PACKED_ASM
+inline uint padd(uint a, uint b)
+{
+    uint d;
+    asm("add.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+inline uint pmax(uint a, uint b)
+{
+    uint d;
+    asm("max.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+inline uint pmax_floor0(uint a, uint b)
+{
+    uint d;
+    asm("max.relu.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+/* Packed scores of one row: see above. `selector` is the column's prmt selector. */
+inline uint row_scores(uint lookup_a, uint lookup_b, uint selector, uint shift_a, uint shift_b)
+{
+    uint d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(lookup_a), "r"(lookup_b), "r"(selector));
+    return d;
+}
+#else
+inline uint padd(uint a, uint b)
+{
+    return as_uint(as_short2(a) + as_short2(b));
+}
+
+inline uint pmax(uint a, uint b)
+{
+    return as_uint(max(as_short2(a), as_short2(b)));
+}
+
+inline uint pmax_floor0(uint a, uint b)
+{
+    return as_uint(max(max(as_short2(a), as_short2(b)), (short2)(0, 0)));
+}
+
+inline uint row_scores(uint lookup_a, uint lookup_b, uint selector, uint shift_a, uint shift_b)
+{
+    return lanes((char)(lookup_a >> shift_a), (char)(lookup_b >> shift_b));
+}
+#endif
+
+/* The look-up word of one read code: byte w = s(code, w) + OPEN_EXTEND, w = 0..3. */
+inline uint score_bytes(uint read_code)
+{
+    uint word = 0;
+    for (uint w = 0; w < 4u; ++w)
+        word |= ((uint)(substitution(read_code, w) + OPEN_EXTEND) & 0xFFu) << (8 * w);
+    return word;
+}
+
+/* One column of one tile for both lanes: READ_TILE rows (OVERRIDE: the column has an
+ * ambiguous window base in a lane; `keep` and `over` replace that lane's scores). */
+#define TWIN_ROWS(OVERRIDE)                                                                        \
+    _Pragma("unroll") for (uint t = 0; t < READ_TILE; ++t) {                                        \
+        uint s = row_scores(lookup_a[t], lookup_b[t], selector, shift_a, shift_b);                  \
+        if (OVERRIDE)                                                                               \
+            s = (s & keep) | over;                                                                  \
+        uint e_new = pmax(hoe[t], padd(e[t], minus_extend));                                        \
+        uint f_new = pmax(up, padd(f, minus_extend));                                               \
+        uint h = padd(diagonal, s);                                                                 \
+        h = LOCAL_FLOOR(h, pmax(e_new, f_new));                                                     \
+        diagonal = hoe[t];                                                                          \
+        hoe[t] = padd(h, minus_open_extend);                                                        \
+        e[t] = e_new;                                                                               \
+        f = f_new;                                                                                  \
+        up = hoe[t];                                                                                \
+        TRACK_BEST(t, h);                                                                           \
+    }
+
+#if END_TO_END
+#define LOCAL_FLOOR(a, b) pmax(a, b)
+#define TRACK_BEST(t, h) if (last && (t) == rows - 1) last_row = (h)
+#else
+#define LOCAL_FLOOR(a, b) pmax_floor0(a, b)
+#define TRACK_BEST(t, h) if (!last || (t) < rows) column_best = pmax(column_best, (h))
+#endif
+
+/* A lane's best-cell update after a column (see sweep_tile); `score` is the lane's column best
+ * (local) or last-row H (end-to-end), `shift` 0 for lane A, 16 for lane B. */
+inline void twin_update(Best *best, int score, uint j, uint n, uint i0, uint rows, uint shift, const uint *hoe)
+{
+    if (j > n)
+        return;
+#if END_TO_END
+    if (score > best->score) {
+        best->score = score;
+        best->window_end = j;
+    }
+#else
+    if (score > best->score || (score == best->score && j < best->window_end)) {
+        uint row = 0;
+#pragma unroll
+        for (int t = READ_TILE - 1; t >= 0; --t)
+            if ((int)(short)(hoe[t] >> shift) == score - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
+        best->score = score;
+        best->read_end = i0 + row + 1;
+        best->window_end = j;
+    }
+#endif
+}
+
+inline void twin_tile(uint tile, uint rows, const bool last, __global const uchar *read_a, __global const uchar *read_b,
+                      __global const uchar *window_codes, __global const uchar *ambiguous,
+                      ulong start_a, uint n_a, ulong start_b, uint n_b, uint columns,
+                      __global uint2 *boundary, uint stride, uint gid, Best *best_a, Best *best_b)
+{
+    uint i0 = tile * READ_TILE;
+    uint lookup_a[READ_TILE], lookup_b[READ_TILE], hoe[READ_TILE], e[READ_TILE];
+    const uint minus_extend = lanes(-GAP_EXTEND, -GAP_EXTEND);
+    const uint minus_open_extend = lanes(-OPEN_EXTEND, -OPEN_EXTEND);
+    const uint negative = lanes(NEG16, NEG16);
+#pragma unroll
+    for (uint t = 0; t < READ_TILE; ++t) {
+        lookup_a[t] = score_bytes(t < rows ? min((uint)read_a[i0 + t], 4u) : 4u);
+        lookup_b[t] = score_bytes(t < rows ? min((uint)read_b[i0 + t], 4u) : 4u);
+        int first = first_column(i0 + t + 1) - OPEN_EXTEND;
+        hoe[t] = lanes(first, first);
+        e[t] = negative;
+    }
+    int top_first = first_column(i0) - OPEN_EXTEND;
+    uint diagonal_top = lanes(top_first, top_first);
+    for (uint j = 1; j <= columns; ++j) {
+        uint code_a = j <= n_a ? window_base(window_codes, ambiguous, start_a + j - 1) : 0u;
+        uint code_b = j <= n_b ? window_base(window_codes, ambiguous, start_b + j - 1) : 0u;
+        uint up, f;  /* packed H of the row above minus OPEN_EXTEND, and its F */
+        if (tile == 0) {
+            up = minus_open_extend;
+            f = negative;
+        } else {
+            uint2 top = boundary[(size_t)j * stride + gid];
+            up = padd(top.x, minus_open_extend);
+            f = top.y;
+        }
+        uint diagonal = diagonal_top;
+        diagonal_top = up;
+        uint low = code_a & 3u, high = (code_b & 3u) + 4u;
+        uint selector = low | ((low | 8u) << 4) | (high << 8) | ((high | 8u) << 12);
+        uint shift_a = 8u * low, shift_b = 8u * (code_b & 3u);
+        uint column_best = 0, last_row = 0;
+        uint keep = 0xFFFFFFFFu, over = 0u;  /* the lanes' scores kept, and the overriding ones */
+#if WINDOWS_MAY_HOLD_N
+        if ((code_a | code_b) > 3u) {
+            const uint ambiguous_score = (uint)(OPEN_EXTEND - AMBIGUOUS) & 0xFFFFu;
+            keep = (code_a > 3u ? 0xFFFF0000u : 0xFFFFFFFFu) & (code_b > 3u ? 0x0000FFFFu : 0xFFFFFFFFu);
+            over = (code_a > 3u ? ambiguous_score : 0u) | (code_b > 3u ? ambiguous_score << 16 : 0u);
+            TWIN_ROWS(1)
+        } else
+#endif
+        {
+            TWIN_ROWS(0)
+        }
+        if (!last)
+            boundary[(size_t)j * stride + gid] = (uint2)(padd(hoe[READ_TILE - 1], lanes(OPEN_EXTEND, OPEN_EXTEND)), f);
+#if END_TO_END
+        if (last) {
+            twin_update(best_a, lane_a(last_row), j, n_a, i0, rows, 0, hoe);
+            twin_update(best_b, lane_b(last_row), j, n_b, i0, rows, 16, hoe);
+        }
+#else
+        /* Most columns improve neither lane's best: one packed test skips both updates (3% on
+         * an H200). A lane whose column best is below its best minus one cannot improve. */
+        uint below = lanes(best_a->score - 1, best_b->score - 1);
+        if (pmax(column_best, below) != below) {
+            twin_update(best_a, lane_a(column_best), j, n_a, i0, rows, 0, hoe);
+            twin_update(best_b, lane_b(column_best), j, n_b, i0, rows, 16, hoe);
+        }
+#endif
+    }
+}
+
+__kernel void sw_score_twins(__global const uchar *read_codes, __global const uint *read_offsets,
+                             __global const uint *read_lengths, __global const uchar *window_codes,
+                             __global const ulong *window_offsets, __global const uint *window_lengths,
+                             __global const uchar *ambiguous,
+                             __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+                             __global uint2 *boundary, __global int *results)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    uint read_a = pair_reads[2 * gid], read_b = pair_reads[2 * gid + 1];
+    uint window_a = pair_windows[2 * gid], window_b = pair_windows[2 * gid + 1];
+    uint m = read_lengths[read_a];  /* the host pairs equal read lengths */
+    uint n_a = window_lengths[window_a], n_b = window_lengths[window_b];
+    Best best_a, best_b;
+#if END_TO_END
+    best_a.score = first_column(m);
+    best_a.read_end = m;
+#else
+    best_a.score = 0;
+    best_a.read_end = 0;
+#endif
+    best_a.window_end = 0;
+    best_b = best_a;
+    __global const uchar *codes_a = read_codes + read_offsets[read_a], *codes_b = read_codes + read_offsets[read_b];
+    ulong start_a = window_offsets[window_a], start_b = window_offsets[window_b];
+    uint columns = max(n_a, n_b), stride = get_global_size(0);
+    uint tiles = (m + READ_TILE - 1) / READ_TILE;
+    for (uint tile = 0; tile + 1 < tiles; ++tile)
+        twin_tile(tile, READ_TILE, false, codes_a, codes_b, window_codes, ambiguous, start_a, n_a, start_b, n_b, columns,
+                  boundary, stride, gid, &best_a, &best_b);
+    if (tiles > 0)
+        twin_tile(tiles - 1, m - (tiles - 1) * READ_TILE, true, codes_a, codes_b, window_codes, ambiguous, start_a, n_a,
+                  start_b, n_b, columns, boundary, stride, gid, &best_a, &best_b);
+    uint slots = 2 * count, a = 2 * gid;
+    results[a] = best_a.score;
+    results[slots + a] = (int)best_a.read_end;
+    results[2 * slots + a] = (int)best_a.window_end;
+    results[a + 1] = best_b.score;
+    results[slots + a + 1] = (int)best_b.read_end;
+    results[2 * slots + a + 1] = (int)best_b.window_end;
 }
 
 /* Appends one step of `op` to the run being built backwards; flushes the previous run. */

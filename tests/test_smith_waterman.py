@@ -17,6 +17,7 @@ from bowmap.smith_waterman import (
     Scoring,
     SmithWaterman,
     cigar_string,
+    twins,
 )
 
 SCORINGS = [
@@ -112,12 +113,20 @@ def assert_same(got, expected, names):
 TRACE_NAMES = ("score", "read_start", "read_end", "window_start", "window_end", "cigar_ops", "cigar_offsets", "cigar_lengths")
 
 
+# best() by one pair a work-item (sw_score), or by two in 16-bit lanes (sw_score_twins) with the
+# lane operations the device would use (PTX on NVIDIA compute capability >= 9, else OpenCL
+# short2), or with the portable short2 operations whatever the device.
+KERNELS = {"scalar": {"packed_scores": False}, "twins": {"packed_scores": True},
+           "twins_portable": {"packed_scores": True, "packed_asm": False}}
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("scoring", SCORINGS, ids=["local", "end_to_end", "linear_gaps", "free_extension"])
 @pytest.mark.parametrize("count, longest_read, flank", [(1, 30, 5), (63, 40, 8), (129, 150, 64)])
-def test_kernels_equal_reference(device, scoring, count, longest_read, flank):
+def test_kernels_equal_reference(device, scoring, count, longest_read, flank, kernel):
     rng = np.random.default_rng(count * 1000 + longest_read + scoring.match)
     arrays = make_pairs(rng, count, longest_read, flank)
-    aligner = SmithWaterman(device, scoring)
+    aligner = SmithWaterman(device, scoring, **KERNELS[kernel])
     best = aligner.best(*arrays)
     assert_same(best, reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
     traced = aligner.traceback(*arrays)
@@ -166,11 +175,12 @@ def edge_case_pairs():
     return (*concatenate(reads), *concatenate(windows), np.arange(count, dtype=np.uint32), np.arange(count, dtype=np.uint32))
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["scalar", "twins"])
 @pytest.mark.parametrize("scoring", SCORINGS[:2], ids=["local", "end_to_end"])
 @pytest.mark.parametrize("read_tile", [16, 8])
-def test_edge_cases(device, scoring, read_tile):
+def test_edge_cases(device, scoring, read_tile, packed):
     arrays = edge_case_pairs()
-    aligner = SmithWaterman(device, scoring, read_tile=read_tile)
+    aligner = SmithWaterman(device, scoring, read_tile=read_tile, packed_scores=packed)
     traced = aligner.traceback(*arrays)
     assert_same(traced, reference.traceback(scoring, *arrays), TRACE_NAMES)
     assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
@@ -253,9 +263,10 @@ def test_rejects_bad_input(device):
     assert all(len(array) == 0 for array in empty)
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["scalar", "twins"])
 @pytest.mark.parametrize("scoring", SCORINGS[:2], ids=["local", "end_to_end"])
 @pytest.mark.parametrize("ambiguous_runs", [0, 9])
-def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguous_runs):
+def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguous_runs, packed):
     """Windows given as text positions in a PackedText equal the same windows given as bytes
     (ambiguous bases, marked only by the mask, reading 4), at any offset in a packed byte."""
     rng = np.random.default_rng(ambiguous_runs + 10 * scoring.end_to_end)
@@ -281,7 +292,7 @@ def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguou
     gathered = np.concatenate([codes[s : s + n] for s, n in zip(window_starts, window_lengths)])
     gathered_offsets = np.cumsum(window_lengths) - window_lengths
     pairs = (np.arange(count), np.arange(count))
-    aligner = SmithWaterman(device, scoring)
+    aligner = SmithWaterman(device, scoring, packed_scores=packed)
     as_bytes = (read_codes, read_offsets, read_lengths, gathered, gathered_offsets, window_lengths, *pairs)
     from_text = (read_codes, read_offsets, read_lengths, packed, window_starts, window_lengths, *pairs)
     assert_same(aligner.best(*from_text), aligner.best(*as_bytes), ("score", "read_end", "window_end"))
@@ -289,3 +300,53 @@ def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguou
     assert_same(aligner.traceback(*from_text), reference.traceback(scoring, *as_bytes), TRACE_NAMES)
     with pytest.raises(ValueError, match="past the end"):
         aligner.best(read_codes, read_offsets, read_lengths, packed, window_starts + 1_000, window_lengths, *pairs)
+
+
+def test_twins_pair_equal_read_lengths():
+    m = np.array([150, 150, 150, 100, 100, 7, 3, 3, 3, 3], dtype=np.int64)
+    first, second = twins(m)
+    assert first.tolist() == [0, 2, 3, 5, 6, 8]
+    assert second.tolist() == [1, 2, 4, 5, 7, 9]
+    assert all(len(array) == 0 for array in twins(np.zeros(0, np.int64)))
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        m = np.sort(rng.integers(0, 4, int(rng.integers(1, 40))))[::-1]
+        first, second = twins(m)
+        assert np.array_equal(m[first], m[second])
+        covered = np.sort(np.unique(np.r_[first, second]))
+        assert np.array_equal(covered, np.arange(len(m)))  # every position once (or twinned with itself)
+        assert len(first) == sum(-(-int(c) // 2) for c in np.unique(m, return_counts=True)[1])
+
+
+@pytest.mark.parametrize("kernel", ["twins", "twins_portable"])
+@pytest.mark.parametrize("scoring", SCORINGS, ids=["local", "end_to_end", "linear_gaps", "free_extension"])
+def test_twins_with_windows_of_other_lengths(device, scoring, kernel):
+    """Reads of a few lengths (so most twins are two pairs) against windows of any length,
+    empty ones and ones with N included, an odd count of pairs: the same as the reference."""
+    rng = np.random.default_rng(17 + scoring.match)
+    count = 301
+    lengths = rng.choice([0, 1, 15, 16, 17, 100, 150], count)
+    reads = [rng.integers(0, 4, size=int(length), dtype=np.uint8) for length in lengths]
+    windows = []
+    for read in reads:
+        flank = int(rng.integers(0, 70))
+        window = np.concatenate([rng.integers(0, 4, flank), mutate(rng, read), rng.integers(0, 4, int(rng.integers(0, 70)))])
+        if rng.random() < 0.1:
+            window = window[: int(rng.integers(0, len(window) + 1))]
+        windows.append(window.astype(np.uint8))
+    for read in reads[::7]:
+        read[rng.random(len(read)) < 0.05] = 4
+    arrays = (*concatenate(reads), *concatenate(windows), rng.permutation(count).astype(np.uint32),
+              rng.permutation(count).astype(np.uint32))
+    aligner = SmithWaterman(device, scoring, **KERNELS[kernel])
+    assert scoring.fits_packed_lanes(150, 400)
+    assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
+
+
+def test_twins_fall_back_when_scores_do_not_fit_16_bit_lanes(device):
+    scoring = Scoring(match=200, mismatch=300, gap_open=500, gap_extend=100)
+    assert not scoring.fits_packed_lanes(200, 300)
+    assert not Scoring(mismatch=200).fits_packed_lanes(150, 300)  # -200 + 7 is no signed byte
+    arrays = make_pairs(np.random.default_rng(9), 17, 200, 50)
+    aligner = SmithWaterman(device, scoring, packed_scores=True)
+    assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
