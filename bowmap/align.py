@@ -271,6 +271,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     poor (``rescue_mismatches`` or more below a perfect match, or none) get the windows of
     dense seeds too (:meth:`SeedFilter.rescue_windows`), scored and ranked with the others."""
     from bowmap.arrays import segment_ranges
+    from bowmap.mapq import mapping_quality
     from bowmap.sam_output import NO_SCORE, ChunkAlignments
     from bowmap.smith_waterman import cigar_scores
 
@@ -345,6 +346,11 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     score_out = np.zeros(count, dtype=np.int32)
     score_out[mapped] = traced_score
     second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
+    # MAPQ weighs the best against the second best as they were compared: both less the clip
+    # penalty of each end they clip (AS is the best's own score, XS the second's compared one).
+    # With AS in place of the best, a clipped wrong hit over a clipped second (the read's true
+    # place not found) got a higher MAPQ than the scores that chose it support.
+    mapq = mapping_quality(np.where(mapped, best_score, 0), second, lengths, scoring)
     return ChunkAlignments(
         mapped=mapped,
         reverse=np.where(mapped, windows.reverse[np.maximum(best, 0)], False) if len(windows) else mapped.copy(),
@@ -354,6 +360,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
         second_score=second,
         cigar_ops=cigar_ops,
         cigar_offsets=cigar_offsets,
+        mapq=mapq,
     )
 
 

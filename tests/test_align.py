@@ -387,3 +387,29 @@ def test_the_minimum_score_applies_to_the_alignment_not_its_clip_bonus(tmp_path,
         fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
         assert fields[1] == flag, fields[:6] + fields[11:]
 
+
+def test_mapq_weighs_the_scores_that_chose_the_alignment(tmp_path, capsys):
+    """The read's first 100 bases at one place (100M50S: AS 100, clipped at one end) and its
+    bases 30..120 at another (clipped at both ends: 90 less two clip penalties, XS 80). MAPQ
+    compares the two as they were chosen, each less its clips' penalties (95 against 80), not
+    AS against XS (100 against 80), which overstated the lead of a clipped best hit."""
+    from bowmap.mapq import mapping_quality
+    from bowmap.smith_waterman import Scoring
+
+    rng = np.random.default_rng(95)
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
+    read = rng.integers(0, 4, 150)
+    genome = np.concatenate((rng.integers(0, 4, 2000), read[:100], rng.integers(0, 4, 2000), read[30:120], rng.integers(0, 4, 2000)))
+    reference = tmp_path / "two.fa"
+    reference.write_text(f">t\n{bases[genome].tobytes().decode()}\n")
+    fastq = write(tmp_path / "two.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * 150}\n")
+    assert main(["-q", "index", str(reference), str(tmp_path / "two")]) == 0
+    code, out, err = run(capsys, "align", tmp_path / "two", fastq, "--devices", "cpu")
+    assert code == 0, err
+    fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
+    tags = dict(field.split(":", 1) for field in fields[11:])
+    assert (fields[3], fields[5], tags["AS"], tags["XS"]) == ("2001", "100M50S", "i:100", "i:80"), fields[:6] + fields[11:]
+    lengths = np.array([150])
+    chosen = int(mapping_quality(np.array([95]), np.array([80]), lengths, Scoring())[0])
+    assert chosen != int(mapping_quality(np.array([100]), np.array([80]), lengths, Scoring())[0])
+    assert int(fields[4]) == chosen
