@@ -232,9 +232,14 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
 #if END_TO_END
             if (last && t == rows - 1) last_row = h;
 #else
-            if (!last || t < rows) column_best = max(column_best, h + END_BONUS(last, t, rows, h));
+            if (!last || t < rows) column_best = max(column_best, h);
+            if (last && t == rows - 1) last_row = h;  /* its end bonus is added below, off the cell loop */
 #endif
         }
+#if !END_TO_END
+        if (last)
+            column_best = max(column_best, last_row + END_BONUS(true, 0u, 1u, last_row));
+#endif
         if (!last)
             boundary[(size_t)j * stride + gid] =
                 (BOUNDARY_T)((BOUNDARY_SCALAR)(hoe[READ_TILE - 1] + OPEN_EXTEND), (BOUNDARY_SCALAR)f);
