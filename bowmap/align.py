@@ -270,7 +270,10 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     With a ``rescuer`` (a SeedFilter on this stage's queue), reads whose best alignment is
     poor (``rescue_mismatches`` or more below a perfect match, or none) get the windows of
     dense seeds too (:meth:`SeedFilter.rescue_windows`), scored and ranked with the others."""
+    from bowmap.arrays import segment_ranges
+    from bowmap.mapq import mapping_quality
     from bowmap.sam_output import NO_SCORE, ChunkAlignments
+    from bowmap.smith_waterman import cigar_scores
 
     count = chunk.count
     lengths = np.diff(chunk.offsets)
@@ -284,11 +287,16 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
         gathered here or copied in."""
         return read_codes, read_offsets, read_lengths, device_text, windows.start, windows.end - windows.start
 
+    clip_bonus = getattr(scoring, "clip_bonus", 0)
+
     def scored(windows: Windows):
-        """Best score and window end of each of ``windows``."""
+        """Best score and window end of each of ``windows``. The score is the kernel's (the
+        alignment's own plus the clip bonus of each read end it reaches) less both bonuses:
+        an alignment's score less the clip penalty of each end it clips, as BWA-MEM weighs
+        its candidates; a read's whole-length alignment keeps its own score."""
         pairs = (windows.read + count * windows.reverse, np.arange(len(windows)))
         score, _, window_end = smith_waterman.best(*sequences(windows), *pairs)
-        return score, window_end
+        return score - 2 * clip_bonus, window_end
 
     score, window_end = scored(windows)
     best, best_score, second_score = _ranked(chunk, windows, score, window_end, count)
@@ -311,11 +319,21 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
             best[poor] = np.where(again[0][poor] >= 0, ranked_again[np.maximum(again[0][poor], 0)], -1)
             best_score[poor], second_score[poor] = again[1][poor], again[2][poor]
     pair_reads = windows.read + count * windows.reverse
-    mapped = (best >= 0) & (best_score > 0) & (best_score >= minimum_scores(lengths, scoring, options.end_to_end, options.min_score))
+    minimum = minimum_scores(lengths, scoring, options.end_to_end, options.min_score)
+    # Reported: the best alignment's own score (AS) reaches the minimum, as BWA-MEM's -T.
+    # best_score + 2 clip bonuses bounds it from above; the traceback gives it exactly.
+    mapped = (best >= 0) & (best_score + 2 * clip_bonus > 0) & (best_score + 2 * clip_bonus >= minimum)
     chosen = best[mapped]
-    traced_score, _, _, window_start, _, cigar_ops, _, traced_lengths = smith_waterman.traceback(
+    traced_score, read_start, read_end, window_start, _, cigar_ops, cigar_starts, traced_lengths = smith_waterman.traceback(
         *sequences(windows), pair_reads[chosen], chosen
     )
+    traced_score = cigar_scores(scoring, traced_score, read_start, read_end, lengths[mapped])
+    kept = (traced_score > 0) & (traced_score >= minimum[mapped])
+    if not kept.all():  # a clipped alignment whose bonus carried it over the minimum: unmapped
+        mapped[np.flatnonzero(mapped)[~kept]] = False
+        chosen, traced_score, window_start = chosen[kept], traced_score[kept], window_start[kept]
+        cigar_ops = cigar_ops[segment_ranges(cigar_starts[kept].astype(np.int64), traced_lengths[kept].astype(np.int64))]
+        traced_lengths = traced_lengths[kept]
     position = np.zeros(count, dtype=np.int64)
     contig = np.zeros(count, dtype=np.int32)
     contig_of, offset = index.to_contig(windows.start[chosen] + window_start)
@@ -328,6 +346,11 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     score_out = np.zeros(count, dtype=np.int32)
     score_out[mapped] = traced_score
     second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
+    # MAPQ weighs the best against the second best as they were compared: both less the clip
+    # penalty of each end they clip (AS is the best's own score, XS the second's compared one).
+    # With AS in place of the best, a clipped wrong hit over a clipped second (the read's true
+    # place not found) got a higher MAPQ than the scores that chose it support.
+    mapq = mapping_quality(np.where(mapped, best_score, 0), second, lengths, scoring)
     return ChunkAlignments(
         mapped=mapped,
         reverse=np.where(mapped, windows.reverse[np.maximum(best, 0)], False) if len(windows) else mapped.copy(),
@@ -337,6 +360,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
         second_score=second,
         cigar_ops=cigar_ops,
         cigar_offsets=cigar_offsets,
+        mapq=mapq,
     )
 
 

@@ -14,8 +14,11 @@ Definitions (the kernels and :mod:`bowmap.references.smith_waterman` follow them
   clipped. End-to-end mode ("glocal"): the whole read against any substring of the window.
 * Coordinates are 0-based, ends exclusive: the alignment covers read[read_start:read_end] and
   window[window_start:window_end].
-* Best end cell. Local: the largest score; ties go to the smallest window end, then the smallest
-  read end. When no cell scores above 0 the result is score 0, all ends 0, and the CIGAR is one
+* Best end cell. Local: the largest score, counting ``Scoring.clip_penalty`` as a bonus for each
+  read end the alignment reaches (BWA-MEM's clipping penalty: of two alignments, one clipping
+  a read end must score that much more to be chosen); the kernels report that chosen score
+  (:func:`cigar_scores` gives the CIGAR's own); ties go to the smallest window end, then the
+  smallest read end. When no cell scores above 0 the result is score 0, all ends 0, and the CIGAR is one
   soft clip of the whole read (empty for an empty read): the caller reports the read unmapped.
   End-to-end: read_end is always the read length; ties go to the smallest window end. An
   alignment always exists: a window shorter than the read, even an empty one, still aligns with
@@ -26,7 +29,7 @@ Definitions (the kernels and :mod:`bowmap.references.smith_waterman` follow them
   alignment never starts with a run of zero net score.
 * CIGAR: BAM encoding ``length << 4 | op`` with M = 0, I = 1, D = 2, S = 4; M covers matches and
   mismatches alike. M + I + S lengths add up to the read length, M + D to
-  window_end - window_start, and re-scoring the CIGAR gives the score.
+  window_end - window_start, and re-scoring the CIGAR gives :func:`cigar_scores` of the score.
 """
 
 from __future__ import annotations
@@ -69,9 +72,13 @@ class Scoring:
     gap_extend: int = 1
     ambiguous: int = 1
     end_to_end: bool = False  # False: local, soft clips at both ends; True: the whole read ("glocal")
+    # Local mode: what soft clipping an end of the read costs when the alignment is chosen
+    # (BWA-MEM's -L 5,5): an alignment reaching the read's first (last) base gains this much
+    # over one that clips it. Reported scores (AS) stay the CIGAR's own score.
+    clip_penalty: int = 5
 
     def __post_init__(self):
-        for name in ("match", "mismatch", "gap_open", "gap_extend", "ambiguous"):
+        for name in ("match", "mismatch", "gap_open", "gap_extend", "ambiguous", "clip_penalty"):
             value = getattr(self, name)
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 0 <= value <= SCORE_LIMIT:
                 raise ValueError(f"scoring {name} must be an integer in 0..{SCORE_LIMIT}, not {value!r}")
@@ -84,7 +91,13 @@ class Scoring:
         return (
             f"-DMATCH={self.match}", f"-DMISMATCH={self.mismatch}", f"-DAMBIGUOUS={self.ambiguous}",
             f"-DGAP_OPEN={self.gap_open}", f"-DGAP_EXTEND={self.gap_extend}", f"-DEND_TO_END={int(self.end_to_end)}",
+            f"-DCLIP_BONUS={self.clip_bonus}",
         )
+
+    @property
+    def clip_bonus(self) -> int:
+        """The start and end bonus of the local DP: ``clip_penalty`` in local mode, 0 end-to-end."""
+        return 0 if self.end_to_end else self.clip_penalty
 
     def needs_wide_scores(self, longest_read: int, longest_window: int) -> bool:
         """Whether an H or F value of such pairs can leave (-SHORT_SCORE_LIMIT, SHORT_SCORE_LIMIT).
@@ -92,7 +105,7 @@ class Scoring:
         Upper bound: match * min(m, n). Lower bound: local scores are >= 0 and F >= -(open +
         extend); end-to-end H[i][j] >= H[i][0] - (open + j * extend) = -(2 open + (i + j) extend),
         and F one gap opening below that."""
-        high = self.match * min(longest_read, longest_window)
+        high = self.match * min(longest_read, longest_window) + 2 * self.clip_bonus
         low = 3 * (self.gap_open + self.gap_extend) + (longest_read + longest_window) * self.gap_extend
         return max(high, low) >= SHORT_SCORE_LIMIT
 
@@ -504,6 +517,18 @@ class SmithWaterman:
             unordered[0], unordered[1], unordered[2], unordered[3], unordered[4],
             cigar_ops, offsets.astype(np.uint32), lengths.astype(np.uint32),
         )
+
+
+def cigar_scores(scoring: Scoring, score, read_start, read_end, read_length) -> np.ndarray:
+    """The CIGAR's own score (what re-scoring the alignment gives) of alignments the kernels
+    report with ``score``: in local mode that score holds the clip bonus for each read end the
+    alignment reaches (first base: read_start 0; last: read_end the read length), which this
+    takes off. An empty alignment (read_end 0) keeps its score. int64 arrays."""
+    score = np.asarray(score, dtype=np.int64)
+    read_start, read_end = np.asarray(read_start, dtype=np.int64), np.asarray(read_end, dtype=np.int64)
+    aligned = read_end > 0
+    bonus = scoring.clip_bonus * (aligned & (read_start == 0)) + scoring.clip_bonus * (aligned & (read_end == np.asarray(read_length, dtype=np.int64)))
+    return score - bonus
 
 
 def cigar_string(ops: np.ndarray) -> str:

@@ -14,10 +14,12 @@
  *   E[i][j] = max(H[i][j-1] - OE, E[i][j-1] - GAP_EXTEND)     deletion  (window base, CIGAR D)
  *   F[i][j] = max(H[i-1][j] - OE, F[i-1][j] - GAP_EXTEND)     insertion (read base, CIGAR I)
  *   H[i][j] = max(H[i-1][j-1] + s(read[i-1], window[j-1]), E[i][j], F[i][j]  [, 0 if local])
- * Row 0: H = 0 (a free start anywhere in the window), F = -inf. Column 0: E = -inf, H = 0 when
- * local, H = F = -(GAP_OPEN + i * GAP_EXTEND) when END_TO_END (the read's first i bases inserted).
- * Best cell: local: the largest H over i, j >= 1, ties to the smallest j, then the smallest i;
- * none positive gives score 0 at (0, 0). END_TO_END: the largest H[m][j] over j = 0..n, ties to
+ * Row 0: H = 0 (a free start anywhere in the window; CLIP_BONUS when local), F = -inf. Column 0:
+ * E = -inf, H = 0 when local, H = F = -(GAP_OPEN + i * GAP_EXTEND) when END_TO_END (the read's
+ * first i bases inserted). Best cell: local: the largest H over i, j >= 1, with CLIP_BONUS added
+ * on row m, ties to the smallest j, then the smallest i; none positive gives score 0 at (0, 0).
+ * So a local alignment is chosen by its score plus CLIP_BONUS for each read end it reaches
+ * (BWA-MEM's clipping penalty), and that sum is the score the kernels report. END_TO_END: the largest H[m][j] over j = 0..n, ties to
  * the smallest j. Direction ties: H prefers diagonal, then E, then F (and a local H <= 0 is a
  * start, whatever else equals 0); E and F prefer opening over extending.
  *
@@ -123,15 +125,23 @@ inline uint window_base(__global const uchar *window_codes, __global const uchar
 #endif
 }
 
-/* H[i][0] for i >= 1 (and row 0 when i = 0). */
+#ifndef CLIP_BONUS
+#define CLIP_BONUS 0
+#endif
+
+/* H[i][0] for i >= 1, and H[0][j] (row 0, every j) when i = 0. */
 inline int first_column(uint i)
 {
 #if END_TO_END
     return i == 0 ? 0 : -(GAP_OPEN + (int)i * GAP_EXTEND);
 #else
-    return 0;
+    return i == 0 ? CLIP_BONUS : 0;
 #endif
 }
+
+/* Local mode: the end bonus of H = h on tile row t: CLIP_BONUS on the read's last row where an
+ * alignment ends there (h > 0; a cell at 0 is no alignment and stays 0). */
+#define END_BONUS(last, t, rows, h) (((last) && (t) == (rows) - 1u && (h) > 0) ? CLIP_BONUS : 0)
 
 typedef struct {
     int score;
@@ -174,7 +184,7 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
         uint window_code = window_base(window_codes, ambiguous, window_start + j - 1);
         int up, f;  /* up: H of the row above, minus OPEN_EXTEND; f: its F */
         if (tile == 0) {
-            up = -OPEN_EXTEND;
+            up = first_column(0) - OPEN_EXTEND;
             f = NEG;
         } else {
             BOUNDARY_T top = boundary[(size_t)j * stride + gid];
@@ -223,8 +233,13 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
             if (last && t == rows - 1) last_row = h;
 #else
             if (!last || t < rows) column_best = max(column_best, h);
+            if (last && t == rows - 1) last_row = h;  /* its end bonus is added below, off the cell loop */
 #endif
         }
+#if !END_TO_END
+        if (last)
+            column_best = max(column_best, last_row + END_BONUS(true, 0u, 1u, last_row));
+#endif
         if (!last)
             boundary[(size_t)j * stride + gid] =
                 (BOUNDARY_T)((BOUNDARY_SCALAR)(hoe[READ_TILE - 1] + OPEN_EXTEND), (BOUNDARY_SCALAR)f);
@@ -243,7 +258,7 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
             uint row = 0;
 #pragma unroll
             for (int t = READ_TILE - 1; t >= 0; --t)
-                if (hoe[t] == column_best - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
+                if (hoe[t] + END_BONUS(last, (uint)t, rows, hoe[t] + OPEN_EXTEND) == column_best - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
             best->score = column_best;
             best->read_end = i0 + row + 1;
             best->window_end = j;
@@ -399,6 +414,14 @@ inline uint row_scores(uint lookup_a, uint lookup_b, uint selector, uint shift_a
 }
 #endif
 
+/* Packed last-row H of both lanes with the end bonus where positive (see END_BONUS); once a
+ * column, so portable short2 operations on every device. */
+inline uint with_end_bonus(uint h)
+{
+    short2 v = as_short2(h);
+    return as_uint(v + select((short2)(0, 0), (short2)(CLIP_BONUS, CLIP_BONUS), v > (short2)(0, 0)));
+}
+
 /* The look-up word of one read code: byte w = s(code, w) + OPEN_EXTEND, w = 0..3. */
 inline uint score_bytes(uint read_code)
 {
@@ -432,12 +455,13 @@ inline uint score_bytes(uint read_code)
 #define TRACK_BEST(t, h) if (last && (t) == rows - 1) last_row = (h)
 #else
 #define LOCAL_FLOOR(a, b) pmax_floor0(a, b)
-#define TRACK_BEST(t, h) if (!last || (t) < rows) column_best = pmax(column_best, (h))
+#define TRACK_BEST(t, h) if (!last || (t) < rows) \
+    column_best = pmax(column_best, (last && (t) == rows - 1u) ? with_end_bonus(h) : (h))
 #endif
 
 /* A lane's best-cell update after a column (see sweep_tile); `score` is the lane's column best
  * (local) or last-row H (end-to-end), `shift` 0 for lane A, 16 for lane B. */
-inline void twin_update(Best *best, int score, uint j, uint n, uint i0, uint rows, uint shift, const uint *hoe)
+inline void twin_update(Best *best, int score, uint j, uint n, uint i0, uint rows, const bool last, uint shift, const uint *hoe)
 {
     if (j > n)
         return;
@@ -451,7 +475,7 @@ inline void twin_update(Best *best, int score, uint j, uint n, uint i0, uint row
         uint row = 0;
 #pragma unroll
         for (int t = READ_TILE - 1; t >= 0; --t)
-            if ((int)(short)(hoe[t] >> shift) == score - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
+            if ((int)(short)(hoe[t] >> shift) + END_BONUS(last, (uint)t, rows, (int)(short)(hoe[t] >> shift) + OPEN_EXTEND) == score - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
         best->score = score;
         best->read_end = i0 + row + 1;
         best->window_end = j;
@@ -484,7 +508,7 @@ inline void twin_tile(uint tile, uint rows, const bool last, __global const ucha
         uint code_b = j <= n_b ? window_base(window_codes, ambiguous, start_b + j - 1) : 0u;
         uint up, f;  /* packed H of the row above minus OPEN_EXTEND, and its F */
         if (tile == 0) {
-            up = minus_open_extend;
+            up = lanes(first_column(0) - OPEN_EXTEND, first_column(0) - OPEN_EXTEND);
             f = negative;
         } else {
             uint2 top = boundary[(size_t)j * stride + gid];
@@ -513,16 +537,16 @@ inline void twin_tile(uint tile, uint rows, const bool last, __global const ucha
             boundary[(size_t)j * stride + gid] = (uint2)(padd(hoe[READ_TILE - 1], lanes(OPEN_EXTEND, OPEN_EXTEND)), f);
 #if END_TO_END
         if (last) {
-            twin_update(best_a, lane_a(last_row), j, n_a, i0, rows, 0, hoe);
-            twin_update(best_b, lane_b(last_row), j, n_b, i0, rows, 16, hoe);
+            twin_update(best_a, lane_a(last_row), j, n_a, i0, rows, last, 0, hoe);
+            twin_update(best_b, lane_b(last_row), j, n_b, i0, rows, last, 16, hoe);
         }
 #else
         /* Most columns improve neither lane's best: one packed test skips both updates (3% on
          * an H200). A lane whose column best is below its best minus one cannot improve. */
         uint below = lanes(best_a->score - 1, best_b->score - 1);
         if (pmax(column_best, below) != below) {
-            twin_update(best_a, lane_a(column_best), j, n_a, i0, rows, 0, hoe);
-            twin_update(best_b, lane_b(column_best), j, n_b, i0, rows, 16, hoe);
+            twin_update(best_a, lane_a(column_best), j, n_a, i0, rows, last, 0, hoe);
+            twin_update(best_b, lane_b(column_best), j, n_b, i0, rows, last, 16, hoe);
         }
 #endif
     }

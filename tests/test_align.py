@@ -342,3 +342,74 @@ def test_best_two_equals_a_plain_reference_with_ties():
             others = [int(score[k]) for k in mine if k != want and (
                 reverse[k] != reverse[want] or abs(int(end[k]) - int(end[want])) > SAME_ALIGNMENT_BASES)]
             assert (best[r], best_score[r], second[r]) == (want, score[want], max(others, default=NO_SCORE)), (count, r)
+
+
+@pytest.mark.parametrize("clip_penalty", ["5", "0"])
+def test_an_indel_near_a_read_end_is_aligned_through_rather_than_clipped(tmp_path, capsys, clip_penalty):
+    """Two 3-base insertions in the first 20 bases: aligned through them the read scores
+    144 - 2 x 9 = 126, clipped before them 128. With BWA-MEM's clip penalty (5 an end, the
+    default) the read's start is kept and its position is right; clipping for free (0) puts
+    the unclipped start 6 bases off, a wrong place at MAPQ 60."""
+    rng = np.random.default_rng(20)
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
+    genome = rng.integers(0, 4, 4000)
+    insert = np.array([0, 0, 0]) if genome[1010] != 0 else np.array([1, 1, 1])
+    read = np.concatenate((genome[1000:1010], insert, genome[1010:1016], 3 - insert, genome[1016:1144]))
+    reference = tmp_path / "random.fa"
+    reference.write_text(f">r\n{bases[genome].tobytes().decode()}\n")
+    fastq = write(tmp_path / "indel.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * len(read)}\n")
+    assert main(["-q", "index", str(reference), str(tmp_path / "random")]) == 0
+    code, out, err = run(capsys, "align", tmp_path / "random", fastq, "--devices", "cpu", "--clip-penalty", clip_penalty)
+    assert code == 0, err
+    fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
+    tags = dict(field.split(":", 1) for field in fields[11:])
+    if clip_penalty == "5":
+        assert (fields[3], fields[5], tags["AS"]) == ("1001", "10M3I6M3I128M", "i:126"), fields[:6] + fields[11:]
+    else:
+        assert (fields[3], fields[5], tags["AS"]) == ("1017", "22S128M", "i:128"), fields[:6] + fields[11:]
+
+
+def test_the_minimum_score_applies_to_the_alignment_not_its_clip_bonus(tmp_path, capsys):
+    """26 matching bases, then 14 that match nothing: the alignment scores about 26 (the CIGAR's
+    score, AS), below the minimum of 30, though its start bonus (5) carries it over in the
+    kernel's choosing score: unmapped, as BWA-MEM's -T applies to the alignment's score."""
+    rng = np.random.default_rng(26)
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
+    genome = rng.integers(0, 4, 4000)
+    read = np.concatenate((genome[2000:2026], (genome[2026:2040] + 1 + rng.integers(0, 3, 14)) % 4))
+    reference = tmp_path / "random.fa"
+    reference.write_text(f">r\n{bases[genome].tobytes().decode()}\n")
+    fastq = write(tmp_path / "short.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * len(read)}\n")
+    assert main(["-q", "index", str(reference), str(tmp_path / "random")]) == 0
+    for minimum, flag in (("30", "4"), ("20", "0")):
+        code, out, err = run(capsys, "align", tmp_path / "random", fastq, "--devices", "cpu", "--min-score", minimum)
+        assert code == 0, err
+        fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
+        assert fields[1] == flag, fields[:6] + fields[11:]
+
+
+def test_mapq_weighs_the_scores_that_chose_the_alignment(tmp_path, capsys):
+    """The read's first 100 bases at one place (100M50S: AS 100, clipped at one end) and its
+    bases 30..120 at another (clipped at both ends: 90 less two clip penalties, XS 80). MAPQ
+    compares the two as they were chosen, each less its clips' penalties (95 against 80), not
+    AS against XS (100 against 80), which overstated the lead of a clipped best hit."""
+    from bowmap.mapq import mapping_quality
+    from bowmap.smith_waterman import Scoring
+
+    rng = np.random.default_rng(95)
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
+    read = rng.integers(0, 4, 150)
+    genome = np.concatenate((rng.integers(0, 4, 2000), read[:100], rng.integers(0, 4, 2000), read[30:120], rng.integers(0, 4, 2000)))
+    reference = tmp_path / "two.fa"
+    reference.write_text(f">t\n{bases[genome].tobytes().decode()}\n")
+    fastq = write(tmp_path / "two.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * 150}\n")
+    assert main(["-q", "index", str(reference), str(tmp_path / "two")]) == 0
+    code, out, err = run(capsys, "align", tmp_path / "two", fastq, "--devices", "cpu")
+    assert code == 0, err
+    fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
+    tags = dict(field.split(":", 1) for field in fields[11:])
+    assert (fields[3], fields[5], tags["AS"], tags["XS"]) == ("2001", "100M50S", "i:100", "i:80"), fields[:6] + fields[11:]
+    lengths = np.array([150])
+    chosen = int(mapping_quality(np.array([95]), np.array([80]), lengths, Scoring())[0])
+    assert chosen != int(mapping_quality(np.array([100]), np.array([80]), lengths, Scoring())[0])
+    assert int(fields[4]) == chosen

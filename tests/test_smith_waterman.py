@@ -16,6 +16,7 @@ from bowmap.smith_waterman import (
     PackedText,
     Scoring,
     SmithWaterman,
+    cigar_scores,
     cigar_string,
     twins,
 )
@@ -23,9 +24,11 @@ from bowmap.smith_waterman import (
 SCORINGS = [
     Scoring(),
     Scoring(end_to_end=True),
-    Scoring(match=2, mismatch=3, gap_open=0, gap_extend=2, ambiguous=0),  # linear gaps, free N
+    Scoring(clip_penalty=0),  # plain local: clipping is free
+    Scoring(match=2, mismatch=3, gap_open=0, gap_extend=2, ambiguous=0, clip_penalty=11),  # linear gaps, free N
     Scoring(match=5, mismatch=1, gap_open=11, gap_extend=0, ambiguous=2, end_to_end=True),  # free extension
 ]
+SCORING_IDS = ["local", "end_to_end", "local_free_clips", "linear_gaps", "free_extension"]
 
 
 def mutate(rng, bases: np.ndarray) -> np.ndarray:
@@ -91,7 +94,8 @@ def check_invariants(scoring, arrays, traced):
         assert read_used == len(read), described
         assert window_used == window_end[pair] - window_start[pair], described
         rescored, _, _ = reference.cigar_score(scoring, read, window, int(window_start[pair]), cigar)
-        assert rescored == score[pair], described
+        own = cigar_scores(scoring, score[pair : pair + 1], read_start[pair : pair + 1], read_end[pair : pair + 1], [len(read)])
+        assert rescored == own[0], described
         clipped_front = cigar[0][0] if cigar and cigar[0][1] == OP_S and len(cigar) > 1 else 0
         assert clipped_front == read_start[pair], described
         if scoring.end_to_end:
@@ -100,7 +104,9 @@ def check_invariants(scoring, arrays, traced):
             assert score[pair] >= 0
             if score[pair] == 0:
                 assert (read_start[pair], read_end[pair], window_start[pair], window_end[pair]) == (0, 0, 0, 0)
-            else:  # a local alignment starts and ends with a match
+            elif scoring.gap_open + scoring.gap_extend > scoring.clip_bonus:
+                # a local alignment starts and ends with a match (unless a gap to a read end
+                # costs less than the clip bonus it earns)
                 inner = [op for _, op in cigar if op != OP_S]
                 assert inner[0] == OP_M and inner[-1] == OP_M, described
 
@@ -121,7 +127,7 @@ KERNELS = {"scalar": {"packed_scores": False}, "twins": {"packed_scores": True},
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("scoring", SCORINGS, ids=["local", "end_to_end", "linear_gaps", "free_extension"])
+@pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
 @pytest.mark.parametrize("count, longest_read, flank", [(1, 30, 5), (63, 40, 8), (129, 150, 64)])
 def test_kernels_equal_reference(device, scoring, count, longest_read, flank, kernel):
     rng = np.random.default_rng(count * 1000 + longest_read + scoring.match)
@@ -135,7 +141,7 @@ def test_kernels_equal_reference(device, scoring, count, longest_read, flank, ke
     check_invariants(scoring, arrays, traced)
 
 
-@pytest.mark.parametrize("scoring", SCORINGS, ids=["local", "end_to_end", "linear_gaps", "free_extension"])
+@pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
 def test_reference_equals_cell_by_cell_definition(scoring):
     rng = np.random.default_rng(11)
     arrays = make_pairs(rng, 60, 14, 4)
@@ -176,7 +182,7 @@ def edge_case_pairs():
 
 
 @pytest.mark.parametrize("packed", [False, True], ids=["scalar", "twins"])
-@pytest.mark.parametrize("scoring", SCORINGS[:2], ids=["local", "end_to_end"])
+@pytest.mark.parametrize("scoring", SCORINGS[:3], ids=SCORING_IDS[:3])
 @pytest.mark.parametrize("read_tile", [16, 8])
 def test_edge_cases(device, scoring, read_tile, packed):
     arrays = edge_case_pairs()
@@ -190,17 +196,26 @@ def test_edge_cases(device, scoring, read_tile, packed):
     def cigar(pair):
         return cigar_string(ops[offsets[pair] : offsets[pair] + lengths[pair]])
 
-    assert (score[5], cigar(5)) == (100, "100M")  # identical
+    assert (score[5] - 2 * scoring.clip_bonus, cigar(5)) == (100, "100M")  # identical
     if scoring.end_to_end:
         assert (score[3], window_end[3], cigar(3)) == (-(6 + 50), 0, "50I")  # empty window: all inserted
         assert (score[6], window_end[6], lengths[6]) == (0, 0, 0)  # empty read
         assert score[4] == -37 and cigar(4) == "37M"  # all N: each base -1, cheaper than gaps
-    else:
+    elif scoring.clip_penalty == 0:
         assert (score[0], read_end[0], cigar(0)) == (1, 1, "1M")
         for pair, read_length in ((1, 1), (3, 50), (4, 37), (7, 20)):  # no positive cell
             assert (score[pair], read_end[pair], window_end[pair], cigar(pair)) == (0, 0, 0, f"{read_length}S")
         assert lengths[6] == 0  # empty read: empty CIGAR
         assert (score[11], window_end[11], cigar(11)) == (24, 24, "24M")  # ties: the smallest window end
+    else:  # clip penalty 5: reaching a read end is worth 5
+        assert (score[0], read_end[0], cigar(0)) == (11, 1, "1M")  # 1 + both ends
+        assert (score[1], window_end[1], cigar(1)) == (6, 1, "1M")  # one mismatch (-4) + both ends
+        assert (score[4], read_end[4], cigar(4)) == (4, 1, "1M36S")  # all N: 5 - 1 at the first base
+        assert (score[7], cigar(7)) == (1, "1M19S")  # nothing matches: 5 - 4 at the first base
+        assert (score[3], window_end[3], lengths[3]) == (0, 0, 1)  # empty window: nothing aligns
+        assert lengths[6] == 0  # empty read: empty CIGAR
+        assert (score[11], window_end[11], cigar(11)) == (34, 24, "24M")
+        assert (score[8], cigar(8)) == (27, "17M")
 
 
 def test_long_reads_wide_scores_and_split_launches(device):
@@ -319,7 +334,7 @@ def test_twins_pair_equal_read_lengths():
 
 
 @pytest.mark.parametrize("kernel", ["twins", "twins_portable"])
-@pytest.mark.parametrize("scoring", SCORINGS, ids=["local", "end_to_end", "linear_gaps", "free_extension"])
+@pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
 def test_twins_with_windows_of_other_lengths(device, scoring, kernel):
     """Reads of a few lengths (so most twins are two pairs) against windows of any length,
     empty ones and ones with N included, an odd count of pairs: the same as the reference."""

@@ -36,6 +36,7 @@ def add_parser(subparsers):
     scoring.add_argument("--mismatch", type=int, default=4, metavar="B", help="mismatch penalty (default 4)")
     scoring.add_argument("--gap-open", type=int, default=6, metavar="O", help="gap open penalty; a gap of k costs O + k*E (default 6)")
     scoring.add_argument("--gap-extend", type=int, default=1, metavar="E", help="gap extension penalty (default 1)")
+    scoring.add_argument("--clip-penalty", type=int, default=5, metavar="C", help="local mode: soft clipping a read end costs C when alignments are compared, as BWA-MEM's -L (default 5)")
     seeds = parser.add_argument_group("seeds")
     seeds.add_argument("--seed-length", type=int, default=20, metavar="L", help="exact seed length (default 20)")
     seeds.add_argument("--positions-per-read", type=int, default=256, metavar="N", help="located seed positions per read, narrowest intervals first (default 256)")
@@ -64,11 +65,12 @@ def run(args) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if args.mismatch < 1:
         raise UsageError("--mismatch must be at least 1 (MAPQ weighs mismatches against matches)")
-    for name in ("gap_open", "gap_extend"):
+    for name in ("gap_open", "gap_extend", "clip_penalty"):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name.replace('_', '-')} must not be negative")
     try:
-        scoring = Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend, end_to_end=args.end_to_end)
+        scoring = Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend, end_to_end=args.end_to_end,
+                          clip_penalty=args.clip_penalty)
     except ValueError as error:
         raise UsageError(f"scoring options: {error}") from None
     if args.rg and not args.rg_id:

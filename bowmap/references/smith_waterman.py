@@ -33,8 +33,17 @@ def substitution(scoring, read_code: int, window_code: int) -> int:
 
 
 def first_column(scoring, i: int) -> int:
-    """H[i][0]: 0 when local; the first i read bases inserted when end-to-end."""
-    return -(scoring.gap_open + i * scoring.gap_extend) if scoring.end_to_end and i > 0 else 0
+    """H[i][0]: 0 when local; the first i read bases inserted when end-to-end. Row 0 (i = 0,
+    every column) is the clip bonus when local: an alignment starting at the read's first
+    base is worth that much more than one clipping it."""
+    if i == 0:
+        return clip_bonus(scoring)
+    return -(scoring.gap_open + i * scoring.gap_extend) if scoring.end_to_end else 0
+
+
+def clip_bonus(scoring) -> int:
+    """The local DP's bonus for reaching a read end (``scoring.clip_penalty``; 0 end-to-end)."""
+    return 0 if scoring.end_to_end else int(getattr(scoring, "clip_penalty", 0))
 
 
 # ---------------------------------------------------------------- the definition, cell by cell
@@ -62,6 +71,7 @@ def align_naive(scoring, read, window):
     open_extend, extend = scoring.gap_open + scoring.gap_extend, scoring.gap_extend
     local = not scoring.end_to_end
     H = [[0] * (n + 1) for _ in range(m + 1)]
+    H[0] = [first_column(scoring, 0)] * (n + 1)
     E = [[NEG] * (n + 1) for _ in range(m + 1)]
     F = [[NEG] * (n + 1) for _ in range(m + 1)]
     for i in range(1, m + 1):
@@ -79,8 +89,9 @@ def align_naive(scoring, read, window):
         score, end_i, end_j = 0, 0, 0
         for j in range(1, n + 1):  # smallest column first, then smallest row: strict > keeps the first
             for i in range(1, m + 1):
-                if H[i][j] > score:
-                    score, end_i, end_j = H[i][j], i, j
+                chosen = H[i][j] + (clip_bonus(scoring) if i == m and H[i][j] > 0 else 0)
+                if chosen > score:
+                    score, end_i, end_j = chosen, i, j
     else:
         end_i = m
         end_j = max(range(n + 1), key=lambda j: (H[m][j], -j))
@@ -148,7 +159,7 @@ def _batch_dp(scoring, reads, m, windows, n, keep_directions: bool):
     open_extend, extend = scoring.gap_open + scoring.gap_extend, scoring.gap_extend
     local = not scoring.end_to_end
     ramp = np.arange(columns + 1) * extend
-    h_row = np.zeros((batch, columns + 1), dtype=np.int64)  # row 0
+    h_row = np.full((batch, columns + 1), first_column(scoring, 0), dtype=np.int64)  # row 0
     f_row = np.full((batch, columns + 1), NEG, dtype=np.int64)
     directions = np.zeros((batch, rows, columns), dtype=np.uint8) if keep_directions else None
     column_index = np.arange(1, columns + 1)
@@ -186,7 +197,7 @@ def _batch_dp(scoring, reads, m, windows, n, keep_directions: bool):
         h_row = np.concatenate([np.full((batch, 1), h0, np.int64), h], axis=1)
         f_row = np.concatenate([np.full((batch, 1), NEG, np.int64), f], axis=1)
         if local:
-            masked = np.where(valid_column, h, NEG)
+            masked = np.where(valid_column, h + np.where((i == m)[:, None] & (h > 0), clip_bonus(scoring), 0), NEG)
             column = np.argmax(masked, axis=1)  # the first (smallest) column of the row's maximum
             value = masked[np.arange(batch), column]
             better = (i <= m) & ((value > best_score) | ((value == best_score) & (column + 1 < best_j)))
