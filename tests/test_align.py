@@ -239,24 +239,30 @@ def test_repeats_map_the_same_whatever_the_index_blocks(tmp_path, capsys):
     assert outputs[0] == outputs[1]
 
 
+def align_one_read(tmp_path, capsys, genome, read, *arguments):
+    """Index ``genome`` (codes 0..3, one contig ``t``), align ``read`` against it on the CPU
+    device with ``arguments`` added, and return its SAM line's fields and tags."""
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
+    reference = tmp_path / "one.fa"
+    reference.write_text(f">t\n{bases[genome].tobytes().decode()}\n")
+    fastq = write(tmp_path / "one.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * len(read)}\n")
+    if not (tmp_path / "one.bmi").exists():
+        assert main(["-q", "index", str(reference), str(tmp_path / "one")]) == 0
+    code, out, err = run(capsys, "align", tmp_path / "one", fastq, "--devices", "cpu", *arguments)
+    assert code == 0, err
+    fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
+    return fields, dict(field.split(":", 1) for field in fields[11:])
+
+
 @pytest.mark.parametrize("unit", [40, 61, 300])
 def test_a_read_inside_a_tandem_repeat_gets_its_second_copy_as_second_best(tmp_path, capsys, unit):
     """Copies a unit apart: each copy is its own candidate, so XS equals AS and MAPQ is 0
     (windows merged over the array used to hide the second copy: XS low, MAPQ 60)."""
     rng = np.random.default_rng(unit)
-    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
     size = 2 * unit + 150  # every read of 120 bases from the array's start has a copy a unit on
     array = np.tile(rng.integers(0, 4, unit), -(-size // unit))[:size]
     genome = np.concatenate((rng.integers(0, 4, 3000), array, rng.integers(0, 4, 3000)))
-    reference = tmp_path / "tandem.fa"
-    reference.write_text(f">t\n{bases[genome].tobytes().decode()}\n")
-    read = genome[3000 + 20 : 3000 + 20 + 120]
-    fastq = write(tmp_path / "tandem.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * 120}\n")
-    assert main(["-q", "index", str(reference), str(tmp_path / "tandem")]) == 0
-    code, out, err = run(capsys, "align", tmp_path / "tandem", fastq, "--devices", "cpu")
-    assert code == 0, err
-    fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
-    tags = dict(field.split(":", 1) for field in fields[11:])
+    fields, tags = align_one_read(tmp_path, capsys, genome, genome[3000 + 20 : 3000 + 20 + 120])
     assert tags["AS"] == "i:120" and tags["XS"] == "i:120" and fields[4] == "0", fields[:6] + fields[11:]
 
 
@@ -351,18 +357,10 @@ def test_an_indel_near_a_read_end_is_aligned_through_rather_than_clipped(tmp_pat
     default) the read's start is kept and its position is right; clipping for free (0) puts
     the unclipped start 6 bases off, a wrong place at MAPQ 60."""
     rng = np.random.default_rng(20)
-    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
     genome = rng.integers(0, 4, 4000)
     insert = np.array([0, 0, 0]) if genome[1010] != 0 else np.array([1, 1, 1])
     read = np.concatenate((genome[1000:1010], insert, genome[1010:1016], 3 - insert, genome[1016:1144]))
-    reference = tmp_path / "random.fa"
-    reference.write_text(f">r\n{bases[genome].tobytes().decode()}\n")
-    fastq = write(tmp_path / "indel.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * len(read)}\n")
-    assert main(["-q", "index", str(reference), str(tmp_path / "random")]) == 0
-    code, out, err = run(capsys, "align", tmp_path / "random", fastq, "--devices", "cpu", "--clip-penalty", clip_penalty)
-    assert code == 0, err
-    fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
-    tags = dict(field.split(":", 1) for field in fields[11:])
+    fields, tags = align_one_read(tmp_path, capsys, genome, read, "--clip-penalty", clip_penalty)
     if clip_penalty == "5":
         assert (fields[3], fields[5], tags["AS"]) == ("1001", "10M3I6M3I128M", "i:126"), fields[:6] + fields[11:]
     else:
@@ -374,17 +372,10 @@ def test_the_minimum_score_applies_to_the_alignment_not_its_clip_bonus(tmp_path,
     score, AS), below the minimum of 30, though its start bonus (5) carries it over in the
     kernel's choosing score: unmapped, as BWA-MEM's -T applies to the alignment's score."""
     rng = np.random.default_rng(26)
-    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
     genome = rng.integers(0, 4, 4000)
     read = np.concatenate((genome[2000:2026], (genome[2026:2040] + 1 + rng.integers(0, 3, 14)) % 4))
-    reference = tmp_path / "random.fa"
-    reference.write_text(f">r\n{bases[genome].tobytes().decode()}\n")
-    fastq = write(tmp_path / "short.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * len(read)}\n")
-    assert main(["-q", "index", str(reference), str(tmp_path / "random")]) == 0
     for minimum, flag in (("30", "4"), ("20", "0")):
-        code, out, err = run(capsys, "align", tmp_path / "random", fastq, "--devices", "cpu", "--min-score", minimum)
-        assert code == 0, err
-        fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
+        fields, _ = align_one_read(tmp_path, capsys, genome, read, "--min-score", minimum)
         assert fields[1] == flag, fields[:6] + fields[11:]
 
 
@@ -397,17 +388,9 @@ def test_mapq_weighs_the_scores_that_chose_the_alignment(tmp_path, capsys):
     from bowmap.smith_waterman import Scoring
 
     rng = np.random.default_rng(95)
-    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
     read = rng.integers(0, 4, 150)
     genome = np.concatenate((rng.integers(0, 4, 2000), read[:100], rng.integers(0, 4, 2000), read[30:120], rng.integers(0, 4, 2000)))
-    reference = tmp_path / "two.fa"
-    reference.write_text(f">t\n{bases[genome].tobytes().decode()}\n")
-    fastq = write(tmp_path / "two.fq", f"@r\n{bases[read].tobytes().decode()}\n+\n{'I' * 150}\n")
-    assert main(["-q", "index", str(reference), str(tmp_path / "two")]) == 0
-    code, out, err = run(capsys, "align", tmp_path / "two", fastq, "--devices", "cpu")
-    assert code == 0, err
-    fields = next(line for line in out.splitlines() if not line.startswith("@")).split("\t")
-    tags = dict(field.split(":", 1) for field in fields[11:])
+    fields, tags = align_one_read(tmp_path, capsys, genome, read)
     assert (fields[3], fields[5], tags["AS"], tags["XS"]) == ("2001", "100M50S", "i:100", "i:80"), fields[:6] + fields[11:]
     lengths = np.array([150])
     chosen = int(mapping_quality(np.array([95]), np.array([80]), lengths, Scoring())[0])
