@@ -287,7 +287,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
         gathered here or copied in."""
         return read_codes, read_offsets, read_lengths, device_text, windows.start, windows.end - windows.start
 
-    clip_bonus = getattr(scoring, "clip_bonus", 0)
+    clip_bonus = scoring.clip_bonus
 
     def scored(windows: Windows):
         """Best score and window end of each of ``windows``. The score is the kernel's (the

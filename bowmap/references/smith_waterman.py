@@ -37,13 +37,8 @@ def first_column(scoring, i: int) -> int:
     every column) is the clip bonus when local: an alignment starting at the read's first
     base is worth that much more than one clipping it."""
     if i == 0:
-        return clip_bonus(scoring)
+        return scoring.clip_bonus
     return -(scoring.gap_open + i * scoring.gap_extend) if scoring.end_to_end else 0
-
-
-def clip_bonus(scoring) -> int:
-    """The local DP's bonus for reaching a read end (``scoring.clip_penalty``; 0 end-to-end)."""
-    return 0 if scoring.end_to_end else int(getattr(scoring, "clip_penalty", 0))
 
 
 # ---------------------------------------------------------------- the definition, cell by cell
@@ -89,7 +84,7 @@ def align_naive(scoring, read, window):
         score, end_i, end_j = 0, 0, 0
         for j in range(1, n + 1):  # smallest column first, then smallest row: strict > keeps the first
             for i in range(1, m + 1):
-                chosen = H[i][j] + (clip_bonus(scoring) if i == m and H[i][j] > 0 else 0)
+                chosen = H[i][j] + (scoring.clip_bonus if i == m and H[i][j] > 0 else 0)
                 if chosen > score:
                     score, end_i, end_j = chosen, i, j
     else:
@@ -197,7 +192,7 @@ def _batch_dp(scoring, reads, m, windows, n, keep_directions: bool):
         h_row = np.concatenate([np.full((batch, 1), h0, np.int64), h], axis=1)
         f_row = np.concatenate([np.full((batch, 1), NEG, np.int64), f], axis=1)
         if local:
-            masked = np.where(valid_column, h + np.where((i == m)[:, None] & (h > 0), clip_bonus(scoring), 0), NEG)
+            masked = np.where(valid_column, h + np.where((i == m)[:, None] & (h > 0), scoring.clip_bonus, 0), NEG)
             column = np.argmax(masked, axis=1)  # the first (smallest) column of the row's maximum
             value = masked[np.arange(batch), column]
             better = (i <= m) & ((value > best_score) | ((value == best_score) & (column + 1 < best_j)))
