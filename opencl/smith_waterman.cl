@@ -455,8 +455,13 @@ inline uint score_bytes(uint read_code)
 #define TRACK_BEST(t, h) if (last && (t) == rows - 1) last_row = (h)
 #else
 #define LOCAL_FLOOR(a, b) pmax_floor0(a, b)
-#define TRACK_BEST(t, h) if (!last || (t) < rows) \
-    column_best = pmax(column_best, (last && (t) == rows - 1u) ? with_end_bonus(h) : (h))
+#define TRACK_BEST(t, h)                                      \
+    {                                                         \
+        if (!last || (t) < rows)                              \
+            column_best = pmax(column_best, (h));             \
+        if (last && (t) == rows - 1)                          \
+            last_row = (h); /* its end bonus: after the rows */ \
+    }
 #endif
 
 /* A lane's best-cell update after a column (see sweep_tile); `score` is the lane's column best
@@ -541,6 +546,8 @@ inline void twin_tile(uint tile, uint rows, const bool last, __global const ucha
             twin_update(best_b, lane_b(last_row), j, n_b, i0, rows, last, 16, hoe);
         }
 #else
+        if (last)  /* the last row's end bonus, once a column as in sweep_tile */
+            column_best = pmax(column_best, with_end_bonus(last_row));
         /* Most columns improve neither lane's best: one packed test skips both updates (3% on
          * an H200). A lane whose column best is below its best minus one cannot improve. */
         uint below = lanes(best_a->score - 1, best_b->score - 1);
