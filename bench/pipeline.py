@@ -80,7 +80,7 @@ def _worker_rate(arguments) -> tuple[int, float]:
     from bowmap.devices import list_devices, parse_device_spec
 
     device = parse_device_spec(None, list_devices())[0]
-    stages = ProcessWorker(options, Scoring(), [device.index], 1)(0)
+    stages = ProcessWorker(options, Scoring(), [device], 1)(0)
     held = list(itertools.islice(read_chunks(reads, chunk_bases), start_line, start_line + chunks + 1))
 
     def run(chunk):

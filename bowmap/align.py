@@ -183,26 +183,28 @@ class DeviceWorker:
 
 
 class ProcessWorker:
-    """Starts one worker process's aligner (picklable: it travels to the spawned process).
+    """Starts one worker process's aligner (picklable: it travels to the worker process).
 
-    Process ``rank`` maps with device ``device_indices[rank % len(device_indices)]``, its own
+    Process ``rank`` maps with device ``devices[rank % len(devices)]`` (DeviceInfo), its own
     context, copy of the index blocks on the device and ``queues_per_device`` queue pairs (one:
     chunks mapped one after the other; more: in threads, as in one process); the index files
     are mapped, not read, so the processes share their pages (the parent checked them already)."""
 
-    def __init__(self, options: AlignOptions, scoring, device_indices: list[int], queues: int):
+    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int):
         self.options = options
         self.scoring = scoring
-        self.device_indices = device_indices
+        self.devices = devices
         self.queues = queues
 
     def __call__(self, rank: int):
-        from bowmap.devices import context_for
+        from bowmap.devices import context_for_info
         from bowmap.index import load_index
+        from bowmap.pipeline import start_gate
         from bowmap.sam_output import ReferenceText
 
         index = load_index(self.options.index, verify=False)
-        device = context_for(self.device_indices[rank % len(self.device_indices)])
+        with start_gate():
+            device = context_for_info(self.devices[rank % len(self.devices)])
         workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)
         return [[worker.seed for worker in workers], [worker.extend for worker in workers]]
 
@@ -465,7 +467,7 @@ def run_align(options: AlignOptions) -> dict:
                 worker = workers[0]
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
-                starter = ProcessWorker(options, scoring, [info.index for info in device_infos], options.queues_per_device or 1)
+                starter = ProcessWorker(options, scoring, device_infos, options.queues_per_device or 1)
                 run_processes(chunks, starter, write, processes)
             else:
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)

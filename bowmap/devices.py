@@ -46,6 +46,12 @@ class DeviceInfo:
     max_allocation: int
     local_memory: int
     opencl_version: str
+    # Where the device sits: its platform's position in the loader's list, its own in the
+    # platform's. A worker process opens it from these without asking every platform for its
+    # devices (PoCL probes the whole machine's topology when asked: about 1 s for each of 31
+    # processes starting together on a 32-core host).
+    platform_position: int = 0
+    device_position: int = 0
 
     @property
     def is_gpu(self) -> bool:
@@ -58,14 +64,14 @@ def _all_devices():
         platforms = cl.get_platforms()
     except cl.Error:  # the ICD loader raises when it finds no platform at all
         platforms = []
-    pairs = []
-    for platform in platforms:
+    found = []
+    for platform_position, platform in enumerate(platforms):
         try:
             devices = platform.get_devices()
         except cl.Error:
             continue
-        pairs.extend((platform, device) for device in devices)
-    return pairs
+        found.extend((platform, device, (platform_position, position)) for position, device in enumerate(devices))
+    return found
 
 
 def _kind(device_type: int) -> str:
@@ -77,7 +83,7 @@ def _kind(device_type: int) -> str:
     return "OTHER"
 
 
-def _describe(index, platform, device) -> DeviceInfo:
+def _describe(index, platform, device, positions=(0, 0)) -> DeviceInfo:
     return DeviceInfo(
         index=index,
         platform=platform.name.strip(),
@@ -88,12 +94,14 @@ def _describe(index, platform, device) -> DeviceInfo:
         max_allocation=device.max_mem_alloc_size,
         local_memory=device.local_mem_size,
         opencl_version=device.version.strip(),
+        platform_position=positions[0],
+        device_position=positions[1],
     )
 
 
 def list_devices() -> list[DeviceInfo]:
     """Every device of every OpenCL platform, in the order `--devices` indexes them."""
-    return [_describe(i, platform, device) for i, (platform, device) in enumerate(_all_devices())]
+    return [_describe(i, *found) for i, found in enumerate(_all_devices())]
 
 
 def nvidia_hint(devices: list[DeviceInfo]) -> str | None:
@@ -140,7 +148,7 @@ def build_problem(index: int) -> str | None:
     LLVM then works where it does not.
     """
     cl = _opencl()
-    platform, device = _all_devices()[index]
+    platform, device, _ = _all_devices()[index]
     try:
         _build(cl.Context([device]), _PROBE_KERNEL, (), f"the probe kernel for {device.name.strip()}")
     except cl.Error as error:
@@ -258,8 +266,22 @@ class DeviceContext:
 
 @functools.lru_cache(maxsize=None)
 def context_for(index: int) -> DeviceContext:
-    platform, device = _all_devices()[index]
-    return DeviceContext(_describe(index, platform, device), device)
+    platform, device, positions = _all_devices()[index]
+    return DeviceContext(_describe(index, platform, device, positions), device)
+
+
+def context_for_info(info: DeviceInfo) -> DeviceContext:
+    """The context of the device ``info`` describes (a worker process's: the parent listed the
+    devices), opened through its own platform alone; through the full list if the platform's
+    devices have changed since (a device of another name at that place)."""
+    cl = _opencl()
+    try:
+        device = cl.get_platforms()[info.platform_position].get_devices()[info.device_position]
+        if device.name.strip() == info.name:
+            return DeviceContext(info, device)
+    except (cl.Error, IndexError):
+        pass
+    return context_for(info.index)
 
 
 def open_devices(spec: str | None = None) -> list[DeviceContext]:

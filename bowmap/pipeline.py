@@ -188,11 +188,12 @@ def _threaded_worker(stages: list[list[Callable]], inbox, send) -> None:
         stop.set()
 
 
-def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
+def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None) -> None:
     """A worker process's body: ``start_worker(rank)`` makes the callable that turns a chunk into
     its result, or the stages' workers (lists of callables, applied in turn; with several
     workers a stage they run in threads); chunks come from ``inbox`` until the end marker,
-    results go to the ``results`` connection, this worker's own."""
+    results go to the ``results`` connection, this worker's own. ``gate`` (a semaphore shared
+    by the run's workers) is what :func:`start_gate` holds."""
     import signal
     import traceback
 
@@ -235,6 +236,7 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results) -> None:
         # CPU-time clock gave nonsense per-function figures on the GPU machine's VM)
         profiler.enable()
     try:
+        _START_GATE[:] = [gate] if gate is not None else []
         stages = start_worker(rank)
         _READY.append(time.monotonic() - _STARTED)
         if callable(stages):
@@ -274,6 +276,22 @@ def write_usage(path: str) -> None:
                    "ready_s": _READY[0] if _READY else None}, file)
 
 
+_START_GATE: list = []  # a worker's gate (see start_gate), set by _worker_process
+
+
+def start_gate():
+    """A context manager that a worker's ``start_worker`` holds while it makes its device
+    context: at most START_AT_ONCE workers of a run do so at a time. NVIDIA's driver makes
+    contexts of several processes slowly together, not one by one (15 processes on an H200: all
+    15 made after 4.3-4.5 s at once; 4 at a time: the first after 0.9 s, the last after 2.9 s),
+    so gated workers start mapping sooner and the last is ready sooner too. Outside a worker
+    process it holds nothing."""
+    import contextlib
+
+    return _START_GATE[0] if _START_GATE else contextlib.nullcontext()
+
+
+START_AT_ONCE = 4
 _STARTED = time.monotonic()  # this process's start (a worker's: its import of this module)
 _READY: list[float] = []  # a worker's age when its aligner was ready
 
@@ -309,31 +327,45 @@ def _widen_pipe(descriptor: int) -> None:
         pass  # not Linux, or not allowed: the default buffer works, a little slower
 
 
+def _process_context():
+    """Workers start from a fork server that has imported bowmap, NumPy and PyOpenCL once (never
+    touching a device), so each worker skips those imports; where there is no fork server (not
+    Linux), they are spawned. Never plain fork: a child of a process holding an OpenCL context
+    is not safe, and the caller (the parent) has listed the devices."""
+    import multiprocessing
+
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(["bowmap.align", "bowmap.pipeline", "bowmap.seed_filter", "bowmap.sam_output", "pyopencl"])
+    return context
+
+
 def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2) -> None:
     """Run ``chunks`` through ``processes`` worker processes and hand the results to ``write`` in
     input order (chunks numbered 0, 1, 2, ... by their ``number`` attribute).
 
     ``start_worker(rank)`` runs in each new process (so it must be picklable, as must chunks and
-    results) and returns the callable that turns a chunk into its result. Processes are spawned,
-    never forked: a forked child of a process holding an OpenCL context is not safe. This
-    process reads (a thread) and writes (the caller's thread); at most ``processes * (queue_size
+    results) and returns the callable that turns a chunk into its result. Processes come from a
+    fork server, or are spawned (see _process_context), never forked from this process: a forked
+    child of a process holding an OpenCL context is not safe. This process reads (a thread) and writes (the caller's thread); at most ``processes * (queue_size
     + 2)`` chunks are in flight, so memory stays flat. Each worker sends its results through a
     pipe of its own, so a worker that dies, even halfway through a message, is seen at once
     (end of file) and stops the run. The first failure stops every process; a worker's user
     error (a :class:`bowmap.errors.BowmapError`) is raised again here, its type kept.
     """
-    import multiprocessing
     from multiprocessing.connection import wait
 
-    context = multiprocessing.get_context("spawn")
+    context = _process_context()
     inbox = context.Queue(maxsize=processes * queue_size)
     in_flight = threading.Semaphore(processes * (queue_size + 2))
     run = _Run()
     pipes = [context.Pipe(duplex=False) for _ in range(processes)]
+    gate = context.Semaphore(START_AT_ONCE)
     for connection in [inbox._reader] + [receiving for receiving, _ in pipes]:  # noqa: SLF001
         _widen_pipe(connection.fileno())
     workers = [
-        context.Process(target=_worker_process, args=(start_worker, rank, inbox, pipes[rank][1]), daemon=True)
+        context.Process(target=_worker_process, args=(start_worker, rank, inbox, pipes[rank][1], gate), daemon=True)
         for rank in range(processes)
     ]
     sent = [0]

@@ -123,3 +123,21 @@ def die_mid_text(chunk):
 class DiesMidText:
     def __call__(self, rank: int):
         return die_mid_text
+
+
+@dataclass
+class GatedSquares:
+    """Holds the start gate a while, and writes when it held it to ``folder``/rank."""
+
+    folder: str
+
+    def __call__(self, rank: int):
+        from bowmap.pipeline import start_gate
+
+        with start_gate():
+            entered = time.monotonic()
+            time.sleep(0.5)
+            left = time.monotonic()
+        with open(os.path.join(self.folder, str(rank)), "w") as file:
+            file.write(f"{entered} {left}")
+        return square

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 
@@ -99,3 +100,14 @@ def test_kernel_sources_take_in_their_headers():
         assert not re.search(r"^\s*#\s*include", text, re.MULTILINE)
         assert "WORK_GROUP_MIN(work_group_min_ulong, ulong)" in text
     assert kernel_source("fm_search.cl").count("BOWMAP_REDUCTIONS_H") == 0
+
+
+def test_a_worker_opens_the_device_the_parent_listed():
+    """context_for_info opens the listed device through its own platform, and through the full
+    list when the platform's device at that place has another name."""
+    from bowmap.devices import context_for, context_for_info, list_devices
+
+    info = parse_device_spec("cpu", list_devices())[0]
+    assert context_for_info(info).device.int_ptr == context_for(info.index).device.int_ptr
+    renamed = dataclasses.replace(info, name="not this device")
+    assert context_for_info(renamed).info.name == info.name  # the full list's device at that index

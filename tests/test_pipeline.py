@@ -92,6 +92,18 @@ def test_one_slow_chunk_does_not_let_later_results_pile_up():
     assert held == list(range(200))
 
 
+def test_at_most_start_at_once_workers_hold_the_start_gate(tmp_path):
+    from bowmap.pipeline import START_AT_ONCE
+
+    processes = START_AT_ONCE + 2
+    out = []
+    run_processes([Chunk(n, n) for n in range(20)], process_workers.GatedSquares(str(tmp_path)), out.append, processes)
+    assert [value for _, value, _ in out] == [n * n for n in range(20)]
+    held = [tuple(map(float, (tmp_path / str(rank)).read_text().split())) for rank in range(processes)]
+    busiest = max(sum(entered <= moment < left for entered, left in held) for moment, _ in held)
+    assert busiest <= START_AT_ONCE  # without the gate all of them hold it at once
+
+
 @pytest.mark.parametrize("processes", [1, 3])
 def test_processes_return_results_in_input_order(processes):
     chunks = [Chunk(number, number * 7 % 13) for number in range(40)]
