@@ -168,7 +168,7 @@ class SeedFilter:
                 codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, weak
             )
             more, _ = self._hits(again, len(lengths))
-            redone = self._merge([tuple(array[weak[hits[0]]] for array in hits) for hits in rounds] + [more], lengths)
+            redone = self._merge([_rows(hits, np.flatnonzero(weak[hits[0]])) for hits in rounds] + [more], lengths)
             kept = ~weak[windows.read]
             combined = [np.concatenate((getattr(windows, name)[kept], getattr(redone, name))) for name in Windows.FIELDS]
             windows = Windows(*(array[_by_read_strand_start(*combined[:3], self.index.total_length)] for array in combined))
@@ -458,6 +458,12 @@ class DeviceWindows:
             end=end[kept].astype(np.int64),
             hits=(meta & np.uint32(0x3FFFFFFF)).astype(np.int64),
         )
+
+
+def _rows(hits: tuple, rows: np.ndarray) -> tuple:
+    """The hits (a tuple of :meth:`SeedFilter._hits`'s arrays) at ``rows``: the weak reads' mask
+    is gathered once a round, not once an array."""
+    return tuple(array.take(rows) for array in hits)
 
 
 def _by_read_strand_start(read: np.ndarray, reverse: np.ndarray, start: np.ndarray, text_length: int) -> np.ndarray:
