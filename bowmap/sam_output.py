@@ -474,7 +474,7 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
         blocks.append(_constant(b"\tRG:Z:" + context.read_group_id.encode(), count))
     blocks.append(_constant(b"\n", count))
     lines = np.concatenate(blocks, axis=1)
-    return lines[lines != 0].tobytes()
+    return lines.tobytes().translate(None, b"\0")  # the padding out: a C loop, faster than a mask
 
 
 @dataclass

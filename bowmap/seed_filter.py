@@ -204,7 +204,9 @@ class SeedFilter:
         eligible = eligible[np.argsort(seeds.read[eligible] * (options.max_occurrences + 1) + occurrences[eligible], kind="stable")]
         read = seeds.read[eligible]
         before = np.cumsum(occurrences[eligible]) - occurrences[eligible]
-        used_before = before - before[np.searchsorted(read, read, side="left")]
+        per_read = np.bincount(read, minlength=count)
+        read_first = np.cumsum(per_read) - per_read  # each read's first place in `eligible`
+        used_before = before - before[read_first[read]]
         chosen = eligible[used_before < options.positions_per_read]
         # 3. Locate every occurrence of the chosen seeds in every block; diagonals are the text
         # positions of the reads' first bases.
