@@ -56,6 +56,7 @@ class FMSearch:
         program = device.program(SOURCE)
         self._search = cl.Kernel(program, "fm_search")
         self._locate = cl.Kernel(program, "fm_locate")
+        self._locate_intervals = cl.Kernel(program, "fm_locate_intervals")
         self._group = work_group_size(self._search, device)
         mf = cl.mem_flags
         context = device.context
@@ -111,6 +112,36 @@ class FMSearch:
         read_back(self.queue, positions, positions_device)
         return positions
 
+    def locate_intervals(self, block: DeviceBlock, lo, hi) -> np.ndarray:
+        """Block offsets (uint32) of the suffixes at every row of every SA interval [lo, hi) of
+        ``block``, interval after interval: ``locate(block, interval_rows(lo, hi)[1])``, with
+        the rows made on the device from the intervals rather than sent one by one."""
+        lo = _as_u32(lo, "interval starts")
+        sizes = _as_u32(hi, "interval ends").astype(np.int64) - lo
+        if len(sizes) != len(lo):
+            raise ValueError("lo and hi differ in size")
+        if (sizes < 0).any():
+            raise ValueError("an interval ends before it starts")
+        occupied = sizes > 0
+        if occupied.any() and (lo[occupied].min() < 1 or (lo[occupied] + sizes[occupied]).max() > block.block.length + 1):
+            raise ValueError(f"rows must lie in 1..{block.block.length}")
+        before = np.cumsum(sizes) - sizes
+        count = int(sizes.sum())
+        if count >= 2**32:
+            raise ValueError("more than 2^32 - 1 rows at once")
+        positions = np.zeros(count, dtype=np.uint32)
+        if count == 0:
+            return positions
+        starts = self._rows.upload(self.queue, np.concatenate((lo, before.astype(np.uint32))))
+        positions_device = self._results.at_least(positions.nbytes)
+        self.last_kernel_event = self._locate_intervals(
+            self.queue, self._global_size(count), (self._group,),
+            block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
+            starts, np.uint32(len(lo)), np.uint32(count), positions_device,
+        )
+        read_back(self.queue, positions, positions_device)
+        return positions
+
 
 def interval_rows(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Expand SA intervals [lo, hi) into (owner interval, row) pairs, owners in order."""
@@ -130,8 +161,7 @@ def exact_matches(index: FMIndex, device: DeviceContext, codes, offsets, lengths
     for block in index.blocks:
         device_block = DeviceBlock(device, block)
         lo, hi, _ = searcher.search(device_block, codes, offsets, lengths)
-        patterns, rows = interval_rows(lo, hi)
-        pattern_parts.append(patterns)
-        position_parts.append(searcher.locate(device_block, rows).astype(np.int64) + block.start)
+        pattern_parts.append(np.repeat(np.arange(len(lo)), hi.astype(np.int64) - lo))
+        position_parts.append(searcher.locate_intervals(device_block, lo, hi).astype(np.int64) + block.start)
     pairs = np.unique(np.stack([np.concatenate(pattern_parts), np.concatenate(position_parts)], axis=1), axis=0)
     return pairs[:, 0], pairs[:, 1]

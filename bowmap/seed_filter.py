@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap.arrays import prefix_mask, unique
-from bowmap.fm_search import DeviceBlock, FMSearch, interval_rows
+from bowmap.fm_search import DeviceBlock, FMSearch
 from bowmap.index import FMIndex
 
 
@@ -212,10 +212,11 @@ class SeedFilter:
         # positions of the reads' first bases.
         seed_parts, position_parts = [], []
         for (lo, hi), device_block in zip(intervals, self.device_blocks):
-            owners, rows = interval_rows(lo[chosen], hi[chosen])
-            if len(rows):
-                seed_parts.append(chosen[owners])
-                position_parts.append(self.searcher.locate(device_block, rows).astype(np.int64) + device_block.block.start)
+            sizes = hi[chosen].astype(np.int64) - lo[chosen]
+            if sizes.any():
+                seed_parts.append(np.repeat(chosen, sizes))
+                located = self.searcher.locate_intervals(device_block, lo[chosen], hi[chosen])
+                position_parts.append(located.astype(np.int64) + device_block.block.start)
         if len(seed_parts) > 1:
             # An occurrence in the overlap of two blocks is located in both: one int64 key per
             # (seed, position), far faster to make unique than rows of pairs.

@@ -1,7 +1,8 @@
 /* fm_search.cl -- exact FM-index search and locate over one index block.
  *
  * Work-items: fm_search runs one work-item per pattern (a backward search of its bases, last to
- * first); fm_locate runs one work-item per suffix-array row (LF steps until a sampled row).
+ * first); fm_locate and fm_locate_intervals run one work-item per suffix-array row (LF steps
+ * until a sampled row), given the rows or the SA intervals that hold them.
  * Both guard `gid < count`, so the global size may be rounded up to the work-group size.
  *
  * Buffers (layouts in bowmap/index_format.py):
@@ -103,15 +104,10 @@ __kernel void fm_search(__global const uint *lines, const uint primary, const ui
     results[2 * count + gid] = depth;
 }
 
-/* Block offset of the suffix at each given row. */
-__kernel void fm_locate(__global const uint *lines, const uint primary, const uint4 first_rows,
-                        __global const uint4 *marks, __global const uint *samples,
-                        __global const uint *rows, const uint count, __global uint *positions)
+/* Block offset of the suffix at `row` (1..n): LF steps until a sampled row. */
+inline uint locate_row(__global const uint *lines, uint primary, uint4 first_rows,
+                       __global const uint4 *marks, __global const uint *samples, uint row)
 {
-    uint gid = get_global_id(0);
-    if (gid >= count)
-        return;
-    uint row = rows[gid];
     uint steps = 0;
     for (;;) {
         uint4 group = marks[row / ROWS_PER_GROUP];
@@ -123,8 +119,7 @@ __kernel void fm_locate(__global const uint *lines, const uint primary, const ui
             uint marked = group.x + popcount(bits & ((1u << bit) - 1u));
             if (word > 0) marked += popcount(group.y);
             if (word > 1) marked += popcount(group.z);
-            positions[gid] = samples[marked] + steps;
-            return;
+            return samples[marked] + steps;
         }
         uint stored = row - (row > primary);
         uint line = stored / BASES_PER_LINE;
@@ -133,4 +128,40 @@ __kernel void fm_locate(__global const uint *lines, const uint primary, const ui
         row = first_row(first_rows, code) + rank(lines, primary, row, code);
         ++steps;
     }
+}
+
+/* Block offset of the suffix at each given row. */
+__kernel void fm_locate(__global const uint *lines, const uint primary, const uint4 first_rows,
+                        __global const uint4 *marks, __global const uint *samples,
+                        __global const uint *rows, const uint count, __global uint *positions)
+{
+    uint gid = get_global_id(0);
+    if (gid < count)
+        positions[gid] = locate_row(lines, primary, first_rows, marks, samples, rows[gid]);
+}
+
+/* Block offset of the suffix at every row of every interval [lo[i], lo[i] + size i), interval
+ * after interval. starts holds lo[0 .. intervals) then before[0 .. intervals), before[i] the sum
+ * of the sizes of the intervals before i (before[0] = 0); count is the sum of all (one buffer:
+ * one upload). Work-item gid finds its interval, the last i with before[i] <= gid (an
+ * empty interval shares its `before` with the next one, so it is never that last one), by a
+ * binary search: the host sends the intervals, not one row for each occurrence. */
+__kernel void fm_locate_intervals(__global const uint *lines, const uint primary, const uint4 first_rows,
+                                  __global const uint4 *marks, __global const uint *samples,
+                                  __global const uint *starts, const uint intervals, const uint count,
+                                  __global uint *positions)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    __global const uint *lo = starts, *before = starts + intervals;
+    uint low = 0, high = intervals;  /* before[low] <= gid < before[high] (before[intervals] = count) */
+    while (high - low > 1) {
+        uint middle = low + (high - low) / 2;
+        if (before[middle] <= gid)
+            low = middle;
+        else
+            high = middle;
+    }
+    positions[gid] = locate_row(lines, primary, first_rows, marks, samples, lo[low] + (gid - before[low]));
 }

@@ -76,6 +76,8 @@ def test_search_and_locate_match_reference_and_naive(tmp_path, device, genome_le
         owners, rows = interval_rows(lo, hi)
         located = searcher.locate(device_block, rows)
         np.testing.assert_array_equal(located, reference.locate(block, rows))
+        np.testing.assert_array_equal(searcher.locate_intervals(device_block, lo, hi), located)
+        np.testing.assert_array_equal(reference.locate_intervals(block, lo, hi), located)
 
         text_bytes = text.tobytes()
         for number, (offset, length) in enumerate(zip(offsets, lengths)):
@@ -116,6 +118,36 @@ def test_exact_matches_across_blocks_equal_naive(tmp_path, device):
     assert list(zip(patterns.tolist(), positions.tolist())) == sorted(expected)
     contig, offset = index.to_contig(positions)
     np.testing.assert_array_equal(index.contig_starts[contig] + offset, positions)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_locate_intervals_matches_reference_on_awkward_intervals(tmp_path, device, seed):
+    """Random intervals of the whole row range, many empty, runs of empty ones first and last,
+    one interval alone, sizes 1 and a whole block: each row of each interval in order."""
+    rng = np.random.default_rng(seed)
+    genome = random_genome(rng, int(rng.integers(300, 3_000)))
+    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], sa_sample=int(rng.integers(1, 40)))
+    block = index.blocks[0]
+    device_block = DeviceBlock(device, block)
+    searcher = FMSearch(device)
+    n = block.length
+    count = int(rng.integers(1, 700))
+    lo = rng.integers(1, n + 1, count)
+    hi = np.minimum(lo + rng.integers(0, 9, count) * (rng.random(count) < 0.6), n + 1)
+    hi[:3] = lo[:3]  # empty intervals first
+    hi[-2:] = lo[-2:]  # and last
+    cases = [(lo, hi), (lo[:1], lo[:1] + 1), (np.array([1]), np.array([n + 1])), (lo[:0], hi[:0]), (lo[:5], lo[:5])]
+    for case_lo, case_hi in cases:
+        got = searcher.locate_intervals(device_block, case_lo, case_hi)
+        np.testing.assert_array_equal(got, reference.locate_intervals(block, case_lo, case_hi))
+        np.testing.assert_array_equal(got, searcher.locate(device_block, interval_rows(case_lo, case_hi)[1]))
+    assert sorted(searcher.locate_intervals(device_block, [1], [n + 1]).tolist()) == list(range(n))
+    with pytest.raises(ValueError):
+        searcher.locate_intervals(device_block, [0], [2])  # row 0 is no suffix
+    with pytest.raises(ValueError):
+        searcher.locate_intervals(device_block, [n], [n + 2])  # past the last row
+    with pytest.raises(ValueError):
+        searcher.locate_intervals(device_block, [5], [4])
 
 
 def test_search_rejects_patterns_past_the_codes(device, tmp_path):

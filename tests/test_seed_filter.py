@@ -57,6 +57,9 @@ class ReferenceSearcher:
     def locate(self, device_block, rows):
         return reference.locate(device_block.block, rows)
 
+    def locate_intervals(self, device_block, lo, hi):
+        return reference.locate_intervals(device_block.block, lo, hi)
+
 
 def test_windows_from_kernels_equal_windows_from_references_and_contain_the_truth(tmp_path, device):
     rng = np.random.default_rng(11)

@@ -99,3 +99,12 @@ def locate(block: IndexBlock, rows) -> np.ndarray:
         rows[pending] = block.first_rows[symbol] + rank(block, rows[pending], symbol)
         steps[pending] += 1
     return positions.astype(np.uint32)
+
+
+def locate_intervals(block: IndexBlock, lo, hi) -> np.ndarray:
+    """Same contract as :meth:`bowmap.fm_search.FMSearch.locate_intervals`: every row of every
+    interval [lo, hi), interval after interval, located."""
+    lo = np.asarray(lo, dtype=np.int64)
+    sizes = np.asarray(hi, dtype=np.int64) - lo
+    rows = np.concatenate([np.arange(start, start + size) for start, size in zip(lo, sizes)] or [np.zeros(0, np.int64)])
+    return locate(block, rows.astype(np.int64))
