@@ -249,14 +249,18 @@ class _Background:
 WORKER_DEVICE_BYTES = 1 << 30
 
 
-def default_processes(device_infos, index_bytes: int = 0) -> int:
+def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = None) -> int:
     """Worker processes when ``--processes`` is not given: with GPUs, one per CPU core this
     process may use but one (kept for reading and writing), since the host's share of the work
     (seeds, windows, SAM text) is what limits a GPU run, but no more than the devices' memory
-    holds (each process keeps its own copy of the index there); with CPU devices one, since
-    their kernels use every core already."""
+    holds (each process keeps its own copy of the index there), nor than ``chunks``, a bound on
+    the input's chunks where it is known (a worker with no chunk would only make a device
+    context, slowing the others' start); with CPU devices one, since their kernels use every
+    core already."""
     if not all(info.is_gpu for info in device_infos):
         return 1
+    if chunks is not None:
+        return max(1, min(chunks, default_processes(device_infos, index_bytes)))
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -264,6 +268,23 @@ def default_processes(device_infos, index_bytes: int = 0) -> int:
     per_process = index_bytes + WORKER_DEVICE_BYTES
     fitting = sum(max(1, info.global_memory // per_process) for info in device_infos)
     return max(1, min(cores - 1, fitting))
+
+
+def chunk_bound(path: str | None, chunk_bases: int) -> int | None:
+    """At most how many chunks an uncompressed input file makes (each holds at least
+    ``chunk_bases`` bases, each base at least a byte of the file but the last chunk's); None
+    for standard input, a pipe or a gzip file, whose size does not tell."""
+    if path in (None, "-"):
+        return None
+    try:
+        if not os.path.isfile(path):
+            return None
+        with open(path, "rb") as file:
+            if file.read(2) == b"\x1f\x8b":
+                return None
+        return -(-os.path.getsize(path) // max(1, chunk_bases)) or 1
+    except OSError:
+        return None  # the reader reports it
 
 
 def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions, rescuer=None):
@@ -431,7 +452,9 @@ def run_align(options: AlignOptions) -> dict:
                     f"{info.name} has {info.global_memory}; mapping block by block is not "
                     "implemented yet: rebuild the index with a larger --device-mem"
                 )
-        processes = 1 if options.serial else options.processes or default_processes(device_infos, needed)
+        processes = 1 if options.serial else options.processes or default_processes(
+            device_infos, needed, chunk_bound(options.reads, options.chunk_bases)
+        )
         workers = []
         if processes == 1:
             reference_text = ReferenceText.from_index(index)

@@ -295,6 +295,32 @@ def test_default_processes_follow_cores_and_device_memory(monkeypatch):
     assert align.default_processes([gpu], 15 << 30) == 5  # 80 GiB hold five copies of 15 + 1 GiB
     assert align.default_processes([gpu, gpu], 30 << 30) == 4
     assert align.default_processes([gpu], 200 << 30) == 1
+    assert align.default_processes([gpu], 1 << 30, chunks=3) == 3  # no worker without a chunk
+    assert align.default_processes([gpu], 1 << 30, chunks=40) == 15
+    assert align.default_processes([gpu], 15 << 30, chunks=8) == 5
+    assert align.default_processes([cpu], chunks=8) == 1
+
+
+def test_chunk_bound_never_undercounts_an_uncompressed_input(tmp_path):
+    from bowmap.align import chunk_bound
+    from bowmap.reader import input_chunks
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(0, 300, 400)
+    records = [f"@r{i}\n{'ACGT'[i % 4] * n}\n+\n{'I' * n}\n" for i, n in enumerate(lengths)]
+    fastq = tmp_path / "reads.fq"
+    fastq.write_text("".join(records))
+    fasta = tmp_path / "reads.fa"
+    fasta.write_text("".join(f">r{i}\n{'ACGT'[i % 4] * n}\n" for i, n in enumerate(lengths)))
+    for path in (fastq, fasta):
+        for chunk_bases in (1, 100, 5_000, 1 << 22):
+            made = sum(1 for _ in input_chunks(str(path), chunk_bases, 300))
+            assert made <= chunk_bound(str(path), chunk_bases), (path.name, chunk_bases)
+    packed = tmp_path / "reads.fq.gz"
+    packed.write_bytes(gzip.compress(fastq.read_bytes()))
+    assert chunk_bound(str(packed), 100) is None
+    assert chunk_bound("-", 100) is None
+    assert chunk_bound(str(tmp_path / "missing.fq"), 100) is None
 
 
 def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device):
