@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -559,8 +560,11 @@ class SamWriter:
 
     A file is written under a temporary name in its folder and renamed to ``path`` only by
     ``close(success=True)``; ``close(success=False)`` removes it, so no partial output is ever
-    left looking complete. BAM goes through pysam (the bundled samtools): the SAM text is kept
-    in a temporary file and converted at close, which needs room for the SAM text meanwhile.
+    left looking complete. An existing ``path`` that is no regular file (``/dev/null``, a named
+    pipe, ``/dev/stdout``) is written straight: renaming onto it would replace the device or
+    pipe with a file (as root, even ``/dev/null``). BAM goes through pysam (the bundled
+    samtools): the SAM text is kept in a temporary file and converted at close, which needs
+    room for the SAM text meanwhile.
     """
 
     def __init__(self, path: str | None, header: str):
@@ -572,12 +576,21 @@ class SamWriter:
             self._owns_stream = False
         else:
             self._bam = self.path.endswith(".bam")
-            self._stream = open(self._temporary_path(".sam.tmp" if self._bam else ".tmp"), "wb", buffering=1 << 20, closefd=True)
+            self._straight = os.path.exists(self.path) and not os.path.isfile(self.path) and not os.path.isdir(self.path)
+            if self._straight and not self._bam:
+                try:
+                    self._stream = open(self.path, "wb", buffering=1 << 20)
+                except OSError as error:
+                    raise BowmapError(f"{self.path}: cannot create output ({error.strerror})") from None
+            else:
+                self._stream = open(self._temporary_path(".sam.tmp" if self._bam else ".tmp"), "wb", buffering=1 << 20, closefd=True)
             self._owns_stream = True
         self.write(header.encode())
 
     def _temporary_path(self, suffix: str) -> str:
         folder, name = os.path.split(os.path.abspath(self.path))
+        if self._straight:  # no temporaries beside a device or a pipe
+            folder = tempfile.gettempdir()
         temporary = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}{suffix}")
         try:
             # O_EXCL: never reuse someone else's file; mode 0o666 lets the umask decide as for any output.
@@ -608,9 +621,9 @@ class SamWriter:
             return
         try:
             self._stream.close()
-            if success:
-                if self._bam:
-                    self._convert_to_bam()
+            if success and self._bam:
+                self._convert_to_bam()
+            if success and not self._straight:
                 os.replace(self._temporaries[-1], self.path)
                 self._temporaries.pop()
         except OSError as error:
@@ -627,7 +640,7 @@ class SamWriter:
         import pysam
 
         sam_path = self._temporaries[-1]
-        bam_path = self._temporary_path(".bam.tmp")
+        bam_path = self.path if self._straight else self._temporary_path(".bam.tmp")
         try:
             pysam.view("-b", "-o", bam_path, sam_path, catch_stdout=False)
         except pysam.SamtoolsError as error:

@@ -513,3 +513,27 @@ def test_stdout(capfdbinary):
     writer.write(b"line\n")
     writer.close(success=True)
     assert capfdbinary.readouterr().out == b"@HD\tVN:1.6\nline\n"
+
+
+@pytest.mark.parametrize("suffix", [".sam", ".bam"])
+def test_a_named_pipe_is_written_straight_and_stays_a_pipe(tmp_path, suffix):
+    """An output that exists and is no regular file (a pipe, /dev/null) is written in place: a
+    temporary renamed onto it would replace it (as root, /dev/null too)."""
+    import stat
+    import threading
+
+    pipe = tmp_path / f"out{suffix}"
+    os.mkfifo(pipe)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(pipe.read_bytes()), daemon=True)
+    reader.start()
+    header = sam_header(["c"], [10], "bowmap align", None)
+    with SamWriter(str(pipe), header) as writer:
+        writer.write(b"r\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n")
+    reader.join(10)
+    assert stat.S_ISFIFO(os.stat(pipe).st_mode)
+    assert sorted(os.listdir(tmp_path)) == [pipe.name]  # no temporary left beside it
+    if suffix == ".sam":
+        assert received == [header.encode() + b"r\t4\t*\t0\t0\t*\t*\t0\t0\tACGT\tIIII\n"]
+    else:
+        assert received[0][:2] == b"\x1f\x8b"  # BGZF
