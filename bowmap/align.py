@@ -271,18 +271,21 @@ def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = N
 
 
 def chunk_bound(path: str | None, chunk_bases: int) -> int | None:
-    """At most how many chunks an uncompressed input file makes (each holds at least
-    ``chunk_bases`` bases, each base at least a byte of the file but the last chunk's); None
-    for standard input, a pipe or a gzip file, whose size does not tell."""
+    """At most how many chunks an uncompressed input file makes: every chunk but the last holds
+    ``chunk_bases`` bases or more (a FASTQ range, 2 x ``chunk_bases`` bytes or more), and a
+    base takes a byte of a FASTA file, two of a FASTQ file (its quality). None for standard
+    input, a pipe or a gzip file, whose size does not tell."""
     if path in (None, "-"):
         return None
     try:
         if not os.path.isfile(path):
             return None
         with open(path, "rb") as file:
-            if file.read(2) == b"\x1f\x8b":
-                return None
-        return -(-os.path.getsize(path) // max(1, chunk_bases)) or 1
+            start = file.read(2)
+        if start == b"\x1f\x8b":
+            return None
+        bytes_a_base = 2 if start[:1] == b"@" else 1
+        return os.path.getsize(path) // (bytes_a_base * max(1, chunk_bases)) + 1
     except OSError:
         return None  # the reader reports it
 

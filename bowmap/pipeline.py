@@ -327,36 +327,25 @@ def _widen_pipe(descriptor: int) -> None:
         pass  # not Linux, or not allowed: the default buffer works, a little slower
 
 
-def _process_context():
-    """Workers start from a fork server that has imported bowmap, NumPy and PyOpenCL once (never
-    touching a device), so each worker skips those imports; where there is no fork server (not
-    Linux), they are spawned. Never plain fork: a child of a process holding an OpenCL context
-    is not safe, and the caller (the parent) has listed the devices."""
-    import multiprocessing
-
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(["bowmap.align", "bowmap.pipeline", "bowmap.seed_filter", "bowmap.sam_output", "pyopencl"])
-    return context
-
-
 def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2) -> None:
     """Run ``chunks`` through ``processes`` worker processes and hand the results to ``write`` in
     input order (chunks numbered 0, 1, 2, ... by their ``number`` attribute).
 
     ``start_worker(rank)`` runs in each new process (so it must be picklable, as must chunks and
-    results) and returns the callable that turns a chunk into its result. Processes come from a
-    fork server, or are spawned (see _process_context), never forked from this process: a forked
-    child of a process holding an OpenCL context is not safe. This process reads (a thread) and writes (the caller's thread); at most ``processes * (queue_size
+    results) and returns the callable that turns a chunk into its result. Processes are spawned,
+    never forked: a forked child of a process holding an OpenCL context is not safe. (A fork
+    server was tried: its workers keep the environment, standard error and sys.path of its own
+    start, so they may import another copy of bowmap than this process's.) This process reads
+    (a thread) and writes (the caller's thread); at most ``processes * (queue_size
     + 2)`` chunks are in flight, so memory stays flat. Each worker sends its results through a
     pipe of its own, so a worker that dies, even halfway through a message, is seen at once
     (end of file) and stops the run. The first failure stops every process; a worker's user
     error (a :class:`bowmap.errors.BowmapError`) is raised again here, its type kept.
     """
+    import multiprocessing
     from multiprocessing.connection import wait
 
-    context = _process_context()
+    context = multiprocessing.get_context("spawn")
     inbox = context.Queue(maxsize=processes * queue_size)
     in_flight = threading.Semaphore(processes * (queue_size + 2))
     run = _Run()
