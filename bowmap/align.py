@@ -270,26 +270,6 @@ def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = N
     return max(1, min(cores - 1, fitting))
 
 
-def chunk_bound(path: str | None, chunk_bases: int) -> int | None:
-    """At most how many chunks an uncompressed input file makes: every chunk but the last holds
-    ``chunk_bases`` bases or more (a FASTQ range, 2 x ``chunk_bases`` bytes or more), and a
-    base takes a byte of a FASTA file, two of a FASTQ file (its quality). None for standard
-    input, a pipe or a gzip file, whose size does not tell."""
-    if path in (None, "-"):
-        return None
-    try:
-        if not os.path.isfile(path):
-            return None
-        with open(path, "rb") as file:
-            start = file.read(2)
-        if start == b"\x1f\x8b":
-            return None
-        bytes_a_base = 2 if start[:1] == b"@" else 1
-        return os.path.getsize(path) // (bytes_a_base * max(1, chunk_bases)) + 1
-    except OSError:
-        return None  # the reader reports it
-
-
 def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions, rescuer=None):
     """Smith-Waterman over every candidate window, then the traceback of each read's best.
 
@@ -425,7 +405,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.devices import context_for, list_devices, parse_device_spec
     from bowmap.index import load_index, verify_index
     from bowmap.pipeline import run_processes, run_serial, run_threaded
-    from bowmap.reader import RangeInputError, first_input_error, input_chunks
+    from bowmap.reader import RangeInputError, chunk_bound, first_input_error, input_chunks
     from bowmap.sam_output import ReferenceText, SamWriter, sam_header
     from bowmap.smith_waterman import Scoring
 

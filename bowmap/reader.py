@@ -264,6 +264,19 @@ def first_input_error(path: str, max_read_length: int, found: RangeInputError) -
 _PROBE_BYTES = 1 << 16  # bytes read at a time around a cut (grown for longer records)
 
 
+def chunk_bound(path: str | None, chunk_bases: int) -> int | None:
+    """At most how many pieces :func:`input_chunks` makes of an uncompressed file: every piece
+    but the last holds ``chunk_bases`` bases or more (a FASTQ range, 2 x ``chunk_bases`` bytes
+    or more), and a base takes a byte of a FASTA file, two of a FASTQ file (its quality). None
+    for standard input, a pipe or a gzip file, whose size does not tell."""
+    file = None if path is None else _file_head(path, max(1, chunk_bases))
+    if file is None or file[1][:2] == GZIP_MAGIC:
+        return None
+    size, head = file
+    bytes_a_base = 2 if _first_record(head) is not None else 1
+    return size // (bytes_a_base * max(1, chunk_bases)) + 1
+
+
 def fastq_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadRange] | None:
     """Byte ranges of about ``target_bytes`` covering an uncompressed FASTQ file, cut before
     records; None when ``path`` is not one (stdin, gzip, FASTA, not a regular file, empty).

@@ -302,8 +302,7 @@ def test_default_processes_follow_cores_and_device_memory(monkeypatch):
 
 
 def test_chunk_bound_never_undercounts_an_uncompressed_input(tmp_path):
-    from bowmap.align import chunk_bound
-    from bowmap.reader import input_chunks
+    from bowmap.reader import chunk_bound, input_chunks
 
     rng = np.random.default_rng(3)
     lengths = rng.integers(0, 300, 400)
