@@ -405,7 +405,12 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.devices import context_for, list_devices, parse_device_spec
     from bowmap.index import load_index, verify_index
     from bowmap.pipeline import run_processes, run_serial, run_threaded
-    from bowmap.reader import RangeInputError, chunk_bound, first_input_error, input_chunks
+    from bowmap.reader import (
+        RangeInputError,
+        chunk_bound,
+        first_input_error,
+        input_chunks,
+    )
     from bowmap.sam_output import ReferenceText, SamWriter, sam_header
     from bowmap.smith_waterman import Scoring
 
