@@ -259,15 +259,13 @@ def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = N
     core already."""
     if not all(info.is_gpu for info in device_infos):
         return 1
-    if chunks is not None:
-        return max(1, min(chunks, default_processes(device_infos, index_bytes)))
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     per_process = index_bytes + WORKER_DEVICE_BYTES
     fitting = sum(max(1, info.global_memory // per_process) for info in device_infos)
-    return max(1, min(cores - 1, fitting))
+    return max(1, min(cores - 1, fitting, cores if chunks is None else chunks))
 
 
 def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions, rescuer=None):
