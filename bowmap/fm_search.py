@@ -8,6 +8,8 @@ the layout a chunk of reads and its seeds already has.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyopencl as cl
 import pyopencl.cltypes as cltypes
@@ -57,12 +59,16 @@ class FMSearch:
         self._search = cl.Kernel(program, "fm_search")
         self._locate = cl.Kernel(program, "fm_locate")
         self._locate_intervals = cl.Kernel(program, "fm_locate_intervals")
+        self._choose_seeds = cl.Kernel(program, "choose_seeds")
+        self._locate_hits = cl.Kernel(program, "locate_hits")
         self._group = work_group_size(self._search, device)
         mf = cl.mem_flags
         context = device.context
         self._codes, self._offsets, self._lengths = (ReusedBuffer(context, mf.READ_ONLY) for _ in range(3))
         self._rows = ReusedBuffer(context, mf.READ_ONLY)
-        self._results = ReusedBuffer(context, mf.WRITE_ONLY)
+        self._results = ReusedBuffer(context, mf.READ_WRITE)
+        # seed_hits' scratch: seed_first, read offsets, taken, read_rows, crowded.
+        self._seed_scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(5)]
         # The latest kernel launch: with a profiling queue, benchmarks read its device time.
         self.last_kernel_event: cl.Event | None = None
 
@@ -83,15 +89,20 @@ class FMSearch:
         results = np.zeros((3, count), dtype=np.uint32)
         if count == 0:
             return results[0], results[1], results[2]
+        read_back(self.queue, results, self._search_on_device(block, codes, offsets, lengths))
+        return results[0], results[1], results[2]
+
+    def _search_on_device(self, block: DeviceBlock, codes, offsets, lengths):
+        """The fm_search kernel enqueued over checked patterns (count > 0); its results buffer."""
+        count = len(offsets)
         inputs = [staging.upload(self.queue, array) for staging, array in zip((self._codes, self._offsets, self._lengths), (codes, offsets, lengths))]
-        results_device = self._results.at_least(results.nbytes)
+        results_device = self._results.at_least(3 * 4 * count)
         self.last_kernel_event = self._search(
             self.queue, self._global_size(count), (self._group,),
             block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,
             *inputs, np.uint32(count), results_device,
         )
-        read_back(self.queue, results, results_device)
-        return results[0], results[1], results[2]
+        return results_device
 
     def locate(self, block: DeviceBlock, rows) -> np.ndarray:
         """Block offsets (uint32) of the suffixes at ``rows`` (each in 1..n)."""
@@ -141,6 +152,94 @@ class FMSearch:
         )
         read_back(self.queue, positions, positions_device)
         return positions
+
+    def choose_seeds(self, results, seed_first: np.ndarray, max_occurrences: int, budget: int):
+        """The choose_seeds kernel on the SA intervals in device buffer ``results`` (fm_search's
+        layout, 2 * half seeds): (taken, per-read rows, per-read crowded flags), the first a
+        device buffer, the others read back (uint32, bool)."""
+        reads = len(seed_first) - 1
+        half = int(seed_first[-1])
+        seed_first = _as_u32(seed_first, "seed firsts")
+        first_device = self._seed_scratch[0].upload(self.queue, seed_first)
+        taken = self._seed_scratch[2].at_least(4 * max(1, 2 * half))
+        rows_device = self._seed_scratch[3].at_least(4 * max(1, reads))
+        crowded_device = self._seed_scratch[4].at_least(max(1, reads))
+        rows = np.zeros(reads, dtype=np.uint32)
+        crowded = np.zeros(reads, dtype=np.uint8)
+        if reads:
+            self._choose_seeds(
+                self.queue, self._global_size(reads), (self._group,), results, first_device, np.uint32(reads), np.uint32(half),
+                np.uint32(max_occurrences), np.uint32(budget), taken, rows_device, crowded_device,
+            )
+            read_back(self.queue, rows, rows_device, crowded, crowded_device)
+        return taken, rows, crowded.astype(bool)
+
+    def seed_hits(self, block: DeviceBlock, codes, offsets, seed_first, read_offset, seed_length: int, max_occurrences: int,
+                  budget: int, buffers: HitBuffers) -> tuple[DeviceHits, np.ndarray]:
+        """Search a round of seeds of one length, choose them (:func:`bowmap.seed_filter.choose_seeds`)
+        and locate the chosen ones' every occurrence, all on the device: the hits stay there for
+        seed_windows.cl, only per-read counts come back. Seeds: every read's forward seeds
+        (read r's are ``seed_first[r] .. seed_first[r + 1] - 1``, starting at ``read_offset``
+        in their read), then as many reverse ones in the same order; pattern i is ``codes[offsets[i]
+        : offsets[i] + seed_length]``. Returns the hits and the mask of reads left crowded."""
+        reads = len(seed_first) - 1
+        count = len(offsets)
+        if count != 2 * int(seed_first[-1]) or len(read_offset) != count // 2:
+            raise ValueError("seed_first, read_offset and offsets disagree on the seeds")
+        if not seed_hits_fit(block.block):
+            raise ValueError("the block's text positions do not fit 32 bits")
+        if budget + max_occurrences >= 2**31:
+            raise ValueError("budget and max_occurrences must fit the kernels' 32-bit sums")
+        hit_first = np.zeros(reads + 1, dtype=np.uint32)
+        crowded = np.zeros(reads, dtype=bool)
+        if count:
+            codes = np.ascontiguousarray(codes, dtype=np.uint8)
+            offsets = _as_u32(offsets, "pattern offsets")
+            if int(offsets.max()) + seed_length > len(codes):
+                raise ValueError("a pattern reaches past the end of codes")
+            lengths = np.full(count, seed_length, dtype=np.uint32)
+            results = self._search_on_device(block, codes, offsets, lengths)
+            taken, rows, crowded = self.choose_seeds(results, seed_first, max_occurrences, budget)
+            np.cumsum(rows, out=hit_first[1:])
+        total = int(hit_first[-1])
+        first_device = buffers.first.upload(self.queue, hit_first)
+        positions = buffers.positions.at_least(4 * max(1, total))
+        tags = buffers.tags.at_least(4 * max(1, total))
+        if total:
+            offsets_device = self._seed_scratch[1].upload(self.queue, _as_u32(read_offset, "read offsets"))
+            self.last_kernel_event = self._locate_hits(
+                self.queue, self._global_size(total), (self._group,),
+                block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
+                results, taken, self._seed_scratch[0].buffer, offsets_device, np.uint32(reads), np.uint32(count // 2),
+                np.uint32(seed_length), np.uint32(block.block.start), first_device, np.uint32(total), positions, tags,
+            )
+        return DeviceHits(first_device, positions, tags, total, hit_first), crowded
+
+
+@dataclass
+class DeviceHits:
+    """One round of seed hits left on the device, grouped by read: read r's are ``first[r] ..
+    first[r + 1] - 1`` of ``positions`` (text) and ``tags`` (read offset << 7 | seed length << 1
+    | reverse), seed_windows.cl's layout. ``count`` hits in all."""
+
+    first: object  # cl.Buffer, uint[reads + 1]
+    positions: object  # cl.Buffer, uint[count]
+    tags: object  # cl.Buffer, uint[count]
+    count: int
+    first_host: np.ndarray  # the uploaded ``first``: kept while the queue may still copy from it
+
+
+class HitBuffers:
+    """The device buffers of one round of hits (:meth:`FMSearch.seed_hits`): one per round that
+    must live while later rounds are made."""
+
+    def __init__(self, device: DeviceContext):
+        self.first, self.positions, self.tags = (ReusedBuffer(device.context, cl.mem_flags.READ_WRITE) for _ in range(3))
+
+
+def seed_hits_fit(block: IndexBlock) -> bool:
+    """Whether :meth:`FMSearch.seed_hits` may locate in ``block``: its text positions fit 32 bits."""
+    return block.start + block.length < 2**32
 
 
 def interval_rows(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap.arrays import prefix_mask, unique
-from bowmap.fm_search import DeviceBlock, FMSearch
+from bowmap.fm_search import (
+    DeviceBlock,
+    DeviceHits,
+    FMSearch,
+    HitBuffers,
+    seed_hits_fit,
+)
 from bowmap.index import FMIndex
 
 
@@ -121,15 +127,40 @@ def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed
     )
 
 
+def choose_seeds(occurrences: np.ndarray, seed_read: np.ndarray, count: int, max_occurrences: int, budget: int):
+    """The seeds of a round to locate, as bowtie2 takes them: narrowest first (ties: seed
+    order), whole seeds while the read's located positions are under ``budget``; seeds more
+    repetitive than ``max_occurrences`` are skipped. Returns the chosen seeds (sorted by read,
+    then occurrences, then seed) and the mask of the ``count`` reads that had a seed occurring
+    but left out. (The reference of fm_search.cl's choose_seeds.)"""
+    eligible = np.flatnonzero((occurrences > 0) & (occurrences <= max_occurrences))
+    # Sorted by (read, occurrences, seed): one int64 key, stably (about 5x faster than lexsort).
+    eligible = eligible[np.argsort(seed_read[eligible] * (max_occurrences + 1) + occurrences[eligible], kind="stable")]
+    read = seed_read[eligible]
+    before = np.cumsum(occurrences[eligible]) - occurrences[eligible]
+    per_read = np.bincount(read, minlength=count)
+    read_first = np.cumsum(per_read) - per_read  # each read's first place in `eligible`
+    used_before = before - before[read_first[read]]
+    chosen = eligible[used_before < budget]
+    left_out = occurrences > 0
+    left_out[chosen] = False
+    crowded = np.zeros(count, dtype=bool)
+    crowded[seed_read[left_out]] = True
+    return chosen, crowded
+
+
 class SeedFilter:
     """Seeds, searches and locates a chunk's reads on one device queue (one per worker thread).
 
     Hits become windows on the same device (:class:`DeviceWindows`) when ``searcher`` is an
     :class:`FMSearch` and the index fits the kernel's keys; otherwise, or with
-    ``windows_on_device=False``, on the host (:meth:`_merge_on_host`, the kernel's reference)."""
+    ``windows_on_device=False``, on the host (:meth:`_merge_on_host`, the kernel's reference).
+    With windows on the device and a one-block index, the hits are made there too and never
+    come to the host (:meth:`FMSearch.seed_hits`; ``hits_on_device=False``: by :meth:`_hits`,
+    its reference)."""
 
     def __init__(self, index: FMIndex, device_blocks: list[DeviceBlock], searcher: FMSearch, options: SeedOptions,
-                 windows_on_device: bool = True):
+                 windows_on_device: bool = True, hits_on_device: bool = True):
         self.index = index
         self.device_blocks = device_blocks
         self.searcher = searcher
@@ -140,6 +171,10 @@ class SeedFilter:
         self.device_windows = None
         if windows_on_device and isinstance(searcher, FMSearch) and DeviceWindows.fits(index):
             self.device_windows = DeviceWindows(searcher.device, searcher.queue, index, options)
+        # One set of buffers a round that may be merged with others: first, long and re-seeded.
+        self._hit_buffers = None
+        if hits_on_device and self.device_windows is not None and len(device_blocks) == 1 and seed_hits_fit(device_blocks[0].block):
+            self._hit_buffers = [HitBuffers(searcher.device) for _ in range(3)]
 
     def windows(self, codes, reverse_codes, read_offsets) -> Windows:
         """Candidate windows of every read. Reads with a seed too repetitive to locate (more than
@@ -148,31 +183,56 @@ class SeedFilter:
         match singles out the read's own copy where 20 bases match thousands, as BWA-MEM's
         maximal exact matches do. Reads with no window supported by two seeds (errors in most
         of them) are seeded once more, as bowtie2 re-seeds: shorter seeds, shifted by half an
-        interval."""
+        interval, and their windows made anew from every round's hits, so a true place found by
+        one first-round seed gains the new seeds' support."""
         options = self.options
         lengths = np.diff(read_offsets)
-        hits, crowded = self._hits(extract_seeds(codes, reverse_codes, read_offsets, options), len(lengths))
+        on_device = self.device_windows is not None and self.device_windows.takes(lengths)
+        hits, crowded = self._round(extract_seeds(codes, reverse_codes, read_offsets, options), len(lengths), 0, on_device)
         rounds = [hits]  # kept apart: joining the first round's large arrays cost a tenth of the host time
         if options.long_seed_length and crowded.any():
             long_seeds = extract_seeds(codes, reverse_codes, read_offsets, options, options.long_seed_length, options.seed_interval(lengths) // 2, crowded)
-            rounds.append(self._hits(long_seeds, len(lengths))[0])
-        windows = self._merge(rounds, lengths)
-        # Weak reads: no window seeded at two read positions (errors in most seeds, or only
-        # chance hits elsewhere). They are seeded again and their windows made anew from both
-        # rounds' hits, so a true place found by one first-round seed gains the new seeds' support.
+            rounds.append(self._round(long_seeds, len(lengths), 1, on_device)[0])
+
+        def reseeded(weak):  # weak reads: no window seeded at two read positions
+            again = extract_seeds(codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, weak)
+            return self._round(again, len(lengths), 2, on_device)[0]
+
+        if on_device:
+            # Every read's windows again from all three rounds: a read that is not weak has no
+            # new hits, so it gets the same windows, and nothing is joined on the host.
+            device_windows = self.device_windows
+            device_windows.run(rounds, lengths)
+            weak = device_windows.best_support() <= 1
+            if options.reseed_length and weak.any():
+                device_windows.run(rounds + [reseeded(weak)], lengths)
+            return device_windows.fetch()
+        windows = self._merge_on_host(*_joined(rounds), lengths)
         best_support = np.zeros(len(lengths), dtype=np.int64)
         np.maximum.at(best_support, windows.read, windows.hits)
         weak = best_support <= 1
         if options.reseed_length and weak.any():
-            again = extract_seeds(
-                codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, weak
-            )
-            more, _ = self._hits(again, len(lengths))
-            redone = self._merge([_rows(hits, np.flatnonzero(weak[hits[0]])) for hits in rounds] + [more], lengths)
+            more = reseeded(weak)
+            redone = self._merge_on_host(*_joined([_rows(hits, np.flatnonzero(weak[hits[0]])) for hits in rounds] + [more]), lengths)
             kept = ~weak[windows.read]
             combined = [np.concatenate((getattr(windows, name)[kept], getattr(redone, name))) for name in Windows.FIELDS]
             windows = Windows(*(array[_by_read_strand_start(*combined[:3], self.index.total_length)] for array in combined))
         return windows
+
+    def _round(self, seeds: Seeds, count: int, slot: int, on_device: bool):
+        """A round of seeds' hits and crowded reads (see :meth:`_hits`): on the device, in hit
+        buffers ``slot``, when hits may stay there."""
+        if not (on_device and self._hit_buffers is not None):
+            return self._hits(seeds, count)
+        options = self.options
+        half = len(seeds.read) // 2
+        seed_first = np.zeros(count + 1, dtype=np.int64)
+        np.cumsum(np.bincount(seeds.read[:half], minlength=count), out=seed_first[1:])
+        seed_length = int(seeds.length[0]) if len(seeds.length) else options.seed_length
+        return self.searcher.seed_hits(
+            self.device_blocks[0], seeds.codes, seeds.offset, seed_first, seeds.read_offset[:half], seed_length,
+            options.max_occurrences, options.positions_per_read, self._hit_buffers[slot],
+        )
 
     def rescue_windows(self, codes, reverse_codes, read_offsets, only) -> Windows:
         """Windows of the reads in the mask ``only`` from seeds every ``rescue_interval`` bases:
@@ -182,8 +242,12 @@ class SeedFilter:
         seeds, fewest occurrences first, give its copy the weight (as BWA-MEM re-seeds)."""
         lengths = np.diff(read_offsets)
         seeds = extract_seeds(codes, reverse_codes, read_offsets, self.options, only=only, interval=self.options.rescue_interval)
+        if self.device_windows is not None and self.device_windows.takes(lengths):
+            hits, _ = self._round(seeds, len(lengths), 0, True)
+            self.device_windows.run([hits], lengths)
+            return self.device_windows.fetch()
         hits, _ = self._hits(seeds, len(lengths))
-        return self._merge([hits], lengths)
+        return self._merge_on_host(*hits, lengths)
 
     def _hits(self, seeds: Seeds, count: int):
         """Located hits of one round of seeds, as (read, reverse, text position, read offset, seed
@@ -197,17 +261,8 @@ class SeedFilter:
         intervals = [self.searcher.search(block, seeds.codes, seeds.offset, seeds.length)[:2] for block in self.device_blocks]
         occurrences = sum((hi.astype(np.int64) - lo for lo, hi in intervals), np.zeros(len(seeds.read), dtype=np.int64))
         occurrences -= self._overlap_occurrences(seeds)
-        # 2. Narrowest seeds first (ties: seed order), whole seeds while the read's located
-        # positions are under the budget; seeds more repetitive than max_occurrences are skipped.
-        eligible = np.flatnonzero((occurrences > 0) & (occurrences <= options.max_occurrences))
-        # Sorted by (read, occurrences, seed): one int64 key, stably (about 5x faster than lexsort).
-        eligible = eligible[np.argsort(seeds.read[eligible] * (options.max_occurrences + 1) + occurrences[eligible], kind="stable")]
-        read = seeds.read[eligible]
-        before = np.cumsum(occurrences[eligible]) - occurrences[eligible]
-        per_read = np.bincount(read, minlength=count)
-        read_first = np.cumsum(per_read) - per_read  # each read's first place in `eligible`
-        used_before = before - before[read_first[read]]
-        chosen = eligible[used_before < options.positions_per_read]
+        # 2. The seeds to locate (see choose_seeds).
+        chosen, crowded = choose_seeds(occurrences, seeds.read, count, options.max_occurrences, options.positions_per_read)
         # 3. Locate every occurrence of the chosen seeds in every block; diagonals are the text
         # positions of the reads' first bases.
         seed_parts, position_parts = [], []
@@ -227,10 +282,6 @@ class SeedFilter:
             hit_seed, positions = seed_parts[0], position_parts[0]
         else:
             hit_seed = positions = np.zeros(0, dtype=np.int64)
-        left_out = occurrences > 0
-        left_out[chosen] = False
-        crowded = np.zeros(count, dtype=bool)
-        crowded[seeds.read[left_out]] = True
         return (seeds.read[hit_seed], seeds.reverse[hit_seed], positions, seeds.read_offset[hit_seed], seeds.length[hit_seed]), crowded
 
     def _overlap_occurrences(self, seeds: Seeds) -> np.ndarray:
@@ -256,15 +307,6 @@ class SeedFilter:
         found = np.minimum(found, len(table_keys) - 1)
         hit = (table_keys[found] == keys) & (seed_codes < 4).all(axis=1)
         return np.where(hit, table_counts[found], 0)
-
-    def _merge(self, rounds: list[tuple], lengths) -> Windows:
-        """Each read's windows from the hits of one or more rounds of seeds (tuples of
-        :meth:`_hits`'s arrays; a read's hits taken round by round), as :meth:`_merge_on_host`
-        makes them from all of them, on the device when it can."""
-        if self.device_windows is not None and self.device_windows.takes(lengths):
-            return self.device_windows(rounds, lengths)
-        hits = rounds[0] if len(rounds) == 1 else tuple(np.concatenate(parts) for parts in zip(*rounds))
-        return self._merge_on_host(*hits, lengths)
 
     def _merge_on_host(self, read, reverse, positions, read_offset, seed_length, lengths) -> Windows:
         """Hits whose seed lies on the random stand-ins of ambiguous bases, or across contigs,
@@ -361,8 +403,11 @@ DEVICE_WINDOWS_LONGEST_READ = 4096
 
 class DeviceWindows:
     """Owner of ``opencl/seed_windows.cl``: :meth:`SeedFilter._merge_on_host` (hits -> windows,
-    then the best ``windows_per_read``) run on the device, one work-item a read; the host only
-    groups the hits by read. Equal to the reference window for window (tests compare them).
+    then the best ``windows_per_read``) run on the device, one work-item a read, over up to three
+    rounds of hits, each either on the device already (:class:`DeviceHits`) or a tuple of host
+    arrays (:meth:`SeedFilter._hits`), which is grouped by read and sent. Equal to the
+    reference window for window (tests compare them). :meth:`run` leaves a call's windows on the
+    device and brings back their weights only; :meth:`fetch` brings the windows.
 
     The kernel packs (strand, contig, diagonal, read offset) into one 64-bit sort key and keeps
     text positions in 32 bits: :meth:`fits` says whether an index allows that (a 4 Gbp text with
@@ -396,9 +441,11 @@ class DeviceWindows:
         # A buffer may not be empty: with no holes the kernel never reads these.
         self._hole_starts = cl.Buffer(context, flags, hostbuf=np.append(holes, 0).astype(np.uint32))
         self._hole_ends = cl.Buffer(context, flags, hostbuf=np.append(hole_ends, 0).astype(np.uint32))
-        self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(4)]
+        self._sent = [HitBuffers(device) for _ in range(MAX_ROUNDS)]  # host rounds, sent
+        self._lengths = ReusedBuffer(context, mf.READ_ONLY)
         self._scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(4)]
         self._outputs = [ReusedBuffer(context, mf.WRITE_ONLY) for _ in range(4)]
+        self._last: tuple | None = None  # the latest run's (counts, meta, start and end buffers)
 
     @staticmethod
     def fits(index: FMIndex) -> bool:
@@ -416,42 +463,55 @@ class DeviceWindows:
         index's longest, so only callers that skip it (tests) meet the host path instead."""
         return int(np.max(lengths, initial=0)) <= self.longest_read
 
-    def __call__(self, rounds: list[tuple], lengths) -> Windows:
-        """Windows from rounds of hits (see SeedFilter._merge)."""
+    def __call__(self, rounds: list, lengths) -> Windows:
+        """Windows from rounds of hits: :meth:`run`, then :meth:`fetch`."""
+        self.run(rounds, lengths)
+        return self.fetch()
+
+    def run(self, rounds: list, lengths) -> None:
+        """The kernel over every read of ``lengths`` and its hits of ``rounds``; reads back the
+        windows' count and weights of each read, not the windows themselves."""
         from bowmap.devices import read_back
 
         count = len(lengths)
         lengths = np.asarray(lengths, dtype=np.int64)
         if not self.takes(lengths):
             raise ValueError(f"reads longer than the index's {self.longest_read} bases")
-        # Only the two 32-bit arrays the kernel reads are joined and moved, not five 64-bit ones.
-        read = np.concatenate([np.asarray(hits[0], dtype=np.int64) for hits in rounds])
-        tag = np.concatenate([
-            (np.asarray(read_offset, dtype=np.uint32) << np.uint32(7))
-            | (np.asarray(seed_length, dtype=np.uint32) << np.uint32(1))
-            | np.asarray(reverse, dtype=np.uint32)
-            for _, reverse, _, read_offset, seed_length in rounds
-        ])
-        positions = np.concatenate([np.asarray(hits[2], dtype=np.uint32) for hits in rounds])
-        hit_first = np.zeros(count + 1, dtype=np.uint32)
-        np.cumsum(np.bincount(read, minlength=count), out=hit_first[1:])
-        if len(read) and (np.diff(read) < 0).any():  # several rounds: group the hits by read
-            order = np.argsort(read, kind="stable")
-            positions, tag = positions[order], tag[order]
-        inputs = (hit_first, positions, tag, lengths.astype(np.uint32))
-        buffers = [staging.upload(self.queue, array) for staging, array in zip(self._inputs, inputs)]
-        hits = max(1, len(read))
+        if not 1 <= len(rounds) <= MAX_ROUNDS:
+            raise ValueError(f"1 to {MAX_ROUNDS} rounds of hits, not {len(rounds)}")
+        rounds = [hits if isinstance(hits, DeviceHits) else self._send(hits, count, staging) for hits, staging in zip(rounds, self._sent)]
+        length_buffer = self._lengths.upload(self.queue, lengths.astype(np.uint32))
+        hits = max(1, sum(hits.count for hits in rounds))
         scratch = [self._scratch[0].at_least(8 * hits)] + [staging.at_least(4 * hits) for staging in self._scratch[1:]]
         slots = max(1, count * self.limit)
         outputs = [self._outputs[0].at_least(4 * max(1, count))] + [staging.at_least(4 * slots) for staging in self._outputs[1:]]
         window_count = np.zeros(count, dtype=np.uint32)
-        start, end, meta = (np.zeros(count * self.limit, dtype=np.uint32) for _ in range(3))
+        meta = np.zeros(count * self.limit, dtype=np.uint32)
         if count:
             global_size = -(-count // self._group) * self._group
+            sources = [buffer for hits in rounds for buffer in (hits.first, hits.positions, hits.tags)]
+            sources += sources[:3] * (MAX_ROUNDS - len(rounds))  # not read: any buffers will do
             self._kernel(
-                self.queue, (global_size,), (self._group,), *buffers, self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs,
+                self.queue, (global_size,), (self._group,), *sources, np.uint32(len(rounds)), length_buffer,
+                self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs,
             )
-            read_back(self.queue, window_count, outputs[0], start, outputs[1], end, outputs[2], meta, outputs[3])
+            read_back(self.queue, window_count, outputs[0], meta, outputs[3])
+        self._last = (window_count, meta, outputs[1], outputs[2])
+
+    def best_support(self) -> np.ndarray:
+        """The latest run's weight of each read's best window (0: no window)."""
+        window_count, meta, _, _ = self._last
+        weights = np.where(prefix_mask(window_count, self.limit).reshape(-1), meta & np.uint32(0x3FFFFFFF), 0)
+        return weights.reshape(len(window_count), self.limit).max(axis=1, initial=0).astype(np.int64)
+
+    def fetch(self) -> Windows:
+        """The latest run's windows."""
+        from bowmap.devices import read_back
+
+        window_count, meta, start_buffer, end_buffer = self._last
+        start, end = np.zeros(len(meta), dtype=np.uint32), np.zeros(len(meta), dtype=np.uint32)
+        if len(window_count):
+            read_back(self.queue, start, start_buffer, end, end_buffer)
         kept = np.flatnonzero(prefix_mask(window_count, self.limit).reshape(-1))
         meta = meta[kept]
         return Windows(
@@ -461,6 +521,35 @@ class DeviceWindows:
             end=end[kept].astype(np.int64),
             hits=(meta & np.uint32(0x3FFFFFFF)).astype(np.int64),
         )
+
+    def _send(self, hits: tuple, count: int, staging: HitBuffers) -> DeviceHits:
+        """A host round of hits (read, reverse, position, read offset, seed length), grouped
+        by read and sent: only the two 32-bit arrays the kernel reads, not five 64-bit ones."""
+        read, reverse, positions, read_offset, seed_length = hits
+        tag = (
+            (np.asarray(read_offset, dtype=np.uint32) << np.uint32(7))
+            | (np.asarray(seed_length, dtype=np.uint32) << np.uint32(1))
+            | np.asarray(reverse, dtype=np.uint32)
+        )
+        positions = np.asarray(positions, dtype=np.uint32)
+        first = np.zeros(count + 1, dtype=np.uint32)
+        np.cumsum(np.bincount(read, minlength=count), out=first[1:])
+        if len(read) and (np.diff(read) < 0).any():  # hits of several blocks: by seed, not read
+            order = np.argsort(read, kind="stable")
+            positions, tag = positions[order], tag[order]
+        return DeviceHits(
+            staging.first.upload(self.queue, first), staging.positions.upload(self.queue, positions),
+            staging.tags.upload(self.queue, tag), len(read), first,
+        )
+
+
+# Rounds of hits the windows kernel takes at once (first, long and re-seeded seeds).
+MAX_ROUNDS = 3
+
+
+def _joined(rounds: list[tuple]) -> tuple:
+    """Host rounds of hits as one (the first alone when there is one: nothing copied)."""
+    return rounds[0] if len(rounds) == 1 else tuple(np.concatenate(parts) for parts in zip(*rounds))
 
 
 def _rows(hits: tuple, rows: np.ndarray) -> tuple:

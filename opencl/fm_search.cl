@@ -165,3 +165,86 @@ __kernel void fm_locate_intervals(__global const uint *lines, const uint primary
     }
     positions[gid] = locate_row(lines, primary, first_rows, marks, samples, lo[low] + (gid - before[low]));
 }
+
+/* The seed choice of SeedFilter._hits (bowmap/seed_filter.py; reference: choose_seeds there),
+ * one work-item a read, on the SA intervals fm_search left in `results` (uint[3][count], count =
+ * 2 * forward seeds: every read's forward seeds, then every read's reverse seeds in the same order).
+ * Read r's seeds are seed_first[r] .. seed_first[r + 1] - 1 and the same plus forward.
+ * A seed is eligible when it occurs 1..max_occurrences times. Eligible seeds are taken in the
+ * order (occurrences, seed number) while the occurrences of the eligible seeds before them sum
+ * to less than budget: a read has a few tens of seeds, so each seed's sum is a plain loop.
+ * Out: taken[i] = the occurrences of seed i if taken, else 0; read_rows[r] = their sum;
+ * crowded[r] = 1 when one of its seeds occurs but is not taken (too repetitive, or over budget). */
+__kernel void choose_seeds(__global const uint *results, __global const uint *seed_first, const uint reads,
+                           const uint forward, const uint max_occurrences, const uint budget,
+                           __global uint *taken, __global uint *read_rows, __global uchar *crowded)
+{
+    uint r = get_global_id(0);
+    if (r >= reads)
+        return;
+    __global const uint *lo = results, *hi = results + 2 * forward;
+    uint first = seed_first[r], seeds = seed_first[r + 1] - first;
+    uint rows = 0;
+    uchar left_out = 0;
+    for (uint a = 0; a < 2 * seeds; ++a) {
+        uint i = a < seeds ? first + a : forward + first + (a - seeds);
+        uint occurrences = hi[i] - lo[i], take = 0;
+        if (occurrences > 0 && occurrences <= max_occurrences) {
+            ulong before = 0;
+            for (uint b = 0; b < 2 * seeds; ++b) {
+                uint k = b < seeds ? first + b : forward + first + (b - seeds);
+                uint other = hi[k] - lo[k];
+                if (other > 0 && other <= max_occurrences && (other < occurrences || (other == occurrences && k < i)))
+                    before += other;
+            }
+            if (before < budget)
+                take = occurrences;
+        }
+        left_out |= occurrences > 0 && take == 0;
+        taken[i] = take;
+        rows += take;
+    }
+    read_rows[r] = rows;
+    crowded[r] = left_out;
+}
+
+/* Every occurrence of every taken seed (choose_seeds), grouped by read: read r's hits are
+ * hit_first[r] .. hit_first[r + 1] - 1 (hit_first: the prefix sums of read_rows), its seeds'
+ * rows in seed order (forward seeds, then reverse). Work-item gid finds its read by a binary
+ * search (as fm_locate_intervals its interval), then its seed by a walk over the read's few.
+ * Out: positions[gid] = block_start + the block offset of its suffix; tags[gid] = seed's read
+ * offset << 7 | seed_length << 1 | reverse (seed_windows.cl's hit_tag); read_offset[f] is
+ * forward seed f's offset in its read (a reverse seed has its forward twin's). */
+__kernel void locate_hits(__global const uint *lines, const uint primary, const uint4 first_rows,
+                          __global const uint4 *marks, __global const uint *samples,
+                          __global const uint *results, __global const uint *taken,
+                          __global const uint *seed_first, __global const uint *read_offset,
+                          const uint reads, const uint forward, const uint seed_length, const uint block_start,
+                          __global const uint *hit_first, const uint count,
+                          __global uint *positions, __global uint *tags)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    uint low = 0, high = reads;  /* the last read r with hit_first[r] <= gid */
+    while (high - low > 1) {
+        uint middle = low + (high - low) / 2;
+        if (hit_first[middle] <= gid)
+            low = middle;
+        else
+            high = middle;
+    }
+    uint first = seed_first[low], seeds = seed_first[low + 1] - first, within = gid - hit_first[low];
+    uint i = first, reverse = 0;
+    for (uint a = 0; a < 2 * seeds; ++a) {
+        i = a < seeds ? first + a : forward + first + (a - seeds);
+        uint take = taken[i];
+        if (within < take) {
+            reverse = a >= seeds;
+            break;
+        }
+        within -= take;
+    }
+    positions[gid] = block_start + locate_row(lines, primary, first_rows, marks, samples, results[i] + within);
+    tags[gid] = (read_offset[i - reverse * forward] << 7) | (seed_length << 1) | reverse;
+}

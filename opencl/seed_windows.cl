@@ -3,9 +3,12 @@
  * The device twin of SeedFilter._merge followed by SeedFilter._keep_best (bowmap/seed_filter.py,
  * the reference the tests compare with): the host only groups the hits by read.
  *
- * Work-items: one per read (gid < reads guarded, so the global size may be rounded up). Read r
- * owns hits hit_first[r] .. hit_first[r + 1] - 1 and, as scratch, the same slots of `keys`,
- * `window_start`, `window_end` and `window_meta` (a read never has more windows than hits).
+ * Work-items: one per read (gid < reads guarded, so the global size may be rounded up). The hits
+ * come from `sources` (1..3) rounds of seeds, each grouped by read: read r owns hits
+ * first_k[r] .. first_k[r + 1] - 1 of round k, and as scratch the slots from first_0[r] + first_1[r]
+ * + first_2[r] on of `keys`, `window_start`, `window_end` and `window_meta` (sized for all
+ * rounds' hits; a read never has more windows than hits). A round's hits may stay on the device
+ * from the kernels that located them (fm_search.cl's locate_hits): the host never joins them.
  *
  * Per read:
  *  1. Hits whose seed meets an ambiguous base (its indexed stand-in is random) or runs past its
@@ -21,7 +24,7 @@
  *  3. More than LIMIT windows: the best LIMIT / 2 of each strand (most weight; ties: first in
  *     order), then the best of the rest up to LIMIT; chosen windows keep their order.
  *
- * Inputs: hit_position uint text position of the seed's first base; hit_tag uint read offset
+ * Inputs, each round: position uint text position of the seed's first base; tag uint read offset
  * << 7 | seed length << 1 | reverse; read_lengths uint; contig_starts / contig_ends uint (CONTIGS
  * of them, sorted); hole_starts / hole_ends uint: the ambiguous runs (HOLES, sorted, apart).
  * Outputs: counts[r] windows, then window k of read r at r * LIMIT + k: out_start, out_end
@@ -124,8 +127,28 @@ inline int best_unpicked(__global const uint *meta, uint windows, uint strand)
     return best;
 }
 
+/* Keys of read r's hits of one round, from key[hits] on; returns the new count of keys. */
+inline uint round_keys(__global const uint *first, __global const uint *hit_position, __global const uint *hit_tag,
+                       uint r, __global const uint *contig_starts, __global const uint *contig_ends,
+                       __global const uint *hole_starts, __global const uint *hole_ends, __global ulong *key, uint hits)
+{
+    uint from = first[r], to = first[r + 1];
+    for (uint h = from; h < to; ++h) {
+        uint position = hit_position[h], tag = hit_tag[h];
+        uint offset = tag >> 7, contig = contig_of(contig_starts, position);
+        if (!span_is_clean(contig_ends, contig, hole_starts, hole_ends, position, (ulong)position + ((tag >> 1) & 63u)))
+            continue;
+        ulong group = (ulong)(tag & 1u) * CONTIGS + contig;
+        ulong diagonal = (ulong)position + SHIFT - offset; /* diagonal + SHIFT >= 0 */
+        key[hits++] = ((group * DIAGONAL_SPAN + diagonal) << OFFSET_BITS) | offset;
+    }
+    return hits;
+}
+
 __kernel void seed_windows(
-    __global const uint *hit_first, __global const uint *hit_position, __global const uint *hit_tag,
+    __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0,
+    __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1,
+    __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources,
     __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
     __global const uint *hole_starts, __global const uint *hole_ends, uint reads,
     __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
@@ -134,17 +157,13 @@ __kernel void seed_windows(
     uint r = get_global_id(0);
     if (r >= reads)
         return;
-    uint first = hit_first[r], located = hit_first[r + 1] - first, hits = 0;
+    uint first = first_0[r] + (sources > 1 ? first_1[r] : 0) + (sources > 2 ? first_2[r] : 0);
     __global ulong *key = keys + first;
-    for (uint h = 0; h < located; ++h) {
-        uint position = hit_position[first + h], tag = hit_tag[first + h];
-        uint offset = tag >> 7, contig = contig_of(contig_starts, position);
-        if (!span_is_clean(contig_ends, contig, hole_starts, hole_ends, position, (ulong)position + ((tag >> 1) & 63u)))
-            continue;
-        ulong group = (ulong)(tag & 1u) * CONTIGS + contig;
-        ulong diagonal = (ulong)position + SHIFT - offset; /* diagonal + SHIFT >= 0 */
-        key[hits++] = ((group * DIAGONAL_SPAN + diagonal) << OFFSET_BITS) | offset;
-    }
+    uint hits = round_keys(first_0, position_0, tag_0, r, contig_starts, contig_ends, hole_starts, hole_ends, key, 0);
+    if (sources > 1)
+        hits = round_keys(first_1, position_1, tag_1, r, contig_starts, contig_ends, hole_starts, hole_ends, key, hits);
+    if (sources > 2)
+        hits = round_keys(first_2, position_2, tag_2, r, contig_starts, contig_ends, hole_starts, hole_ends, key, hits);
     heap_sort(key, hits);
 
     long length = read_lengths[r];

@@ -3,6 +3,8 @@ reference's, and simulated reads find their true place among the windows."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 from conftest import build_test_index, codes_to_text, random_genome
@@ -166,9 +168,17 @@ def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin
         lengths = rng.integers(16, 301, reads)
         lengths[0] = 300
         hits = random_hits(rng, index, reads, lengths, high)
-        cut = int(rng.integers(0, len(hits[0]) + 1))  # the same hits as two rounds, on the device
-        rounds = [tuple(array[:cut] for array in hits), tuple(array[cut:] for array in hits)]
-        got, expected = on_device._merge(rounds, lengths), on_host._merge([hits], lengths)
+        # The same hits as one, two or three rounds on the device (grouped by read, or not).
+        cuts = np.sort(rng.integers(0, len(hits[0]) + 1, 2))
+        for rounds in ([hits], [tuple(part) for part in zip(*(np.split(array, cuts[1:]) for array in hits))],
+                       [tuple(part) for part in zip(*(np.split(array, cuts) for array in hits))]):
+            on_device.device_windows.run(rounds, lengths)
+            support = on_device.device_windows.best_support()
+            got = on_device.device_windows.fetch()
+        expected = on_host._merge_on_host(*hits, lengths)
+        expected_support = np.zeros(reads, dtype=np.int64)
+        np.maximum.at(expected_support, expected.read, expected.hits)
+        np.testing.assert_array_equal(support, expected_support)
         if len(hits[0]) > 1000:
             assert not index.span_is_clean(hits[2], hits[4]).all()  # some hits were dropped
         for name in Windows.FIELDS:
@@ -202,3 +212,116 @@ def test_windows_order_by_one_key_equals_the_lexsort():
         reverse = rng.random(count) < 0.5
         start = rng.integers(0, min(text_length, 3000), count)
         np.testing.assert_array_equal(_by_read_strand_start(read, reverse, start, text_length), np.lexsort((start, reverse, read)))
+
+
+def seeded_reads(rng, genome, count, length):
+    """Simulated reads (see simulate_reads), some of them shorter than a seed."""
+    codes, reverse_codes, offsets, _, _ = simulate_reads(rng, genome, count, length, error_rate=0.02)
+    lengths = np.diff(offsets)
+    lengths[rng.random(count) < 0.1] = 7  # too short for any seed: cut to 7 bases
+    keep = np.concatenate([np.arange(o, o + n) for o, n in zip(offsets[:-1], lengths)]) if count else np.zeros(0, dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    codes = codes[keep]
+    reverse_codes = np.concatenate([COMPLEMENT[codes[a:b][::-1]] for a, b in pairwise(offsets)]) if count else codes
+    return codes, reverse_codes, offsets
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_choose_seeds_kernel_equals_the_reference(device, seed):
+    import pyopencl as cl
+
+    from bowmap.seed_filter import choose_seeds
+
+    rng = np.random.default_rng(seed)
+    searcher = FMSearch(device)
+    for reads, high in ((0, 1), (1, 1), (1, 40), (7, 3), (300, 30), (2000, 12)):
+        per_read = rng.integers(0, high, reads)
+        seed_read = np.repeat(np.arange(reads), per_read)
+        seed_read = np.concatenate((seed_read, seed_read))  # forward seeds, then reverse
+        kinds = rng.integers(0, 5, len(seed_read))  # absent, rare, tied, near the cap, over it
+        occurrences = np.choose(kinds, [np.zeros(len(seed_read), dtype=np.int64), rng.integers(1, 6, len(seed_read)),
+                                        np.full(len(seed_read), 40), rng.integers(490, 502, len(seed_read)), rng.integers(501, 10**6, len(seed_read))])
+        lo = rng.integers(1, 2**30, len(seed_read)) * (occurrences > 0)
+        results = np.stack((lo, lo + occurrences, np.zeros_like(lo))).astype(np.uint32)
+        buffer = cl.Buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=np.concatenate((results.reshape(-1), np.zeros(1, dtype=np.uint32))))
+        seed_first = np.concatenate(([0], np.cumsum(per_read)))
+        for budget in (1, 40, 256, 2000):
+            taken_buffer, rows, crowded = searcher.choose_seeds(buffer, seed_first, 500, budget)
+            taken = np.zeros(len(seed_read), dtype=np.uint32)
+            if len(taken):
+                cl.enqueue_copy(searcher.queue, taken, taken_buffer, is_blocking=True)
+            chosen, expected_crowded = choose_seeds(occurrences, seed_read, reads, 500, budget)
+            expected = np.zeros(len(seed_read), dtype=np.int64)
+            expected[chosen] = occurrences[chosen]
+            np.testing.assert_array_equal(taken, expected)
+            np.testing.assert_array_equal(rows, np.bincount(seed_read, weights=expected, minlength=reads))
+            np.testing.assert_array_equal(crowded, expected_crowded)
+        if reads > 100:
+            assert expected_crowded.any() and (~expected_crowded).any()
+
+
+def by_read(first, positions, tags):
+    """Each read's hits as a sorted list of (position, tag): the rounds' contract is per read."""
+    return [sorted(zip(positions[a:b].tolist(), tags[a:b].tolist())) for a, b in pairwise(first)]
+
+
+@pytest.mark.parametrize("seed_length, budget", [(20, 256), (16, 7), (32, 256), (12, 40)])
+def test_seed_hits_on_the_device_equal_the_host_hits(tmp_path, device, seed_length, budget):
+    import pyopencl as cl
+
+    from bowmap.fm_search import HitBuffers
+
+    rng = np.random.default_rng(seed_length * 100 + budget)
+    genome = random_genome(rng, 40_000)
+    genome[20_000:20_600] = np.tile(genome[20_000:20_006], 100)  # a microsatellite: crowded seeds
+    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], max_read_length=150)
+    assert len(index.blocks) == 1
+    blocks = [DeviceBlock(device, block) for block in index.blocks]
+    searcher = FMSearch(device)
+    options = SeedOptions(seed_length=seed_length, positions_per_read=budget, max_occurrences=60)
+    host = SeedFilter(index, blocks, searcher, options, hits_on_device=False)
+    buffers = HitBuffers(device)
+    for count, length in ((0, 100), (1, 150), (57, 100), (400, 120)):
+        codes, reverse_codes, offsets = seeded_reads(rng, genome, count, length)
+        seeds = extract_seeds(codes, reverse_codes, offsets, options)
+        (read, reverse, positions, read_offset, lengths), crowded = host._hits(seeds, count)
+        half = len(seeds.read) // 2
+        seed_first = np.concatenate(([0], np.cumsum(np.bincount(seeds.read[:half], minlength=count))))
+        hits, device_crowded = searcher.seed_hits(blocks[0], seeds.codes, seeds.offset, seed_first, seeds.read_offset[:half],
+                                                  seed_length, options.max_occurrences, budget, buffers)
+        got = [np.zeros(n, dtype=np.uint32) for n in (count + 1, hits.count, hits.count)]
+        for array, buffer in zip(got, (hits.first, hits.positions, hits.tags)):
+            if len(array):
+                cl.enqueue_copy(searcher.queue, array, buffer, is_blocking=True)
+        first = np.concatenate(([0], np.cumsum(np.bincount(read, minlength=count))))
+        order = np.argsort(read, kind="stable")
+        tags = (read_offset << 7 | lengths << 1 | reverse)[order]
+        assert by_read(*got) == by_read(first, positions[order], tags)
+        np.testing.assert_array_equal(device_crowded, crowded)
+        if count > 100:
+            assert crowded.any() and hits.count > count
+
+
+def test_windows_with_hits_on_the_device_equal_the_references(tmp_path, device):
+    rng = np.random.default_rng(23)
+    genome = random_genome(rng, 60_000)
+    for copy in range(6):  # an interspersed repeat family: crowded reads get long seeds
+        genome[5_000 + copy * 9_000 : 5_300 + copy * 9_000] = genome[1_000:1_300]
+    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], max_read_length=150)
+    blocks = [DeviceBlock(device, block) for block in index.blocks]
+    codes, reverse_codes, offsets, _, _ = simulate_reads(rng, genome, 500, 100, error_rate=0.03)
+    options = SeedOptions(max_occurrences=4)
+    on_device = SeedFilter(index, blocks, FMSearch(device), options)
+    assert on_device._hit_buffers is not None
+    windows = on_device.windows(codes, reverse_codes, offsets)
+    for other in (SeedFilter(index, blocks, FMSearch(device), options, hits_on_device=False),
+                  SeedFilter(index, blocks, ReferenceSearcher(), options)):
+        expected = other.windows(codes, reverse_codes, offsets)
+        for name in ("read", "reverse", "start", "end", "hits"):
+            np.testing.assert_array_equal(getattr(windows, name), getattr(expected, name), err_msg=name)
+    poor = rng.random(500) < 0.3
+    rescued = on_device.rescue_windows(codes, reverse_codes, offsets, poor)
+    expected = SeedFilter(index, blocks, ReferenceSearcher(), options).rescue_windows(codes, reverse_codes, offsets, poor)
+    for name in ("read", "reverse", "start", "end", "hits"):
+        np.testing.assert_array_equal(getattr(rescued, name), getattr(expected, name), err_msg=name)
+    assert len(rescued) and set(np.unique(rescued.read)) <= set(np.flatnonzero(poor))
