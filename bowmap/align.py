@@ -167,7 +167,7 @@ class DeviceWorker:
         from bowmap.reader import as_chunk
 
         chunk = as_chunk(chunk)  # a byte range of the input is read and parsed here
-        return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets)
+        return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets, chunk.both_codes)
 
     def extend(self, item) -> tuple[bytes, int, int]:
         """The chunk's SAM text, its read count and its mapped-read count."""
@@ -271,9 +271,9 @@ def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = N
 def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions, rescuer=None):
     """Smith-Waterman over every candidate window, then the traceback of each read's best.
 
-    With a ``rescuer`` (a SeedFilter on this stage's queue), reads whose best alignment is
-    poor (``rescue_mismatches`` or more below a perfect match, or none) get the windows of
-    dense seeds too (:meth:`SeedFilter.rescue_windows`), scored and ranked with the others."""
+    With a ``rescuer`` (a SeedFilter on ``smith_waterman``'s queue: it reads the chunk's reads
+    sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
+    perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`), scored and ranked with the others."""
     from bowmap.arrays import segment_ranges
     from bowmap.mapq import mapping_quality
     from bowmap.sam_output import NO_SCORE, ChunkAlignments
@@ -281,7 +281,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
 
     count = chunk.count
     lengths = np.diff(chunk.offsets)
-    read_codes = np.concatenate((chunk.codes, chunk.reverse_codes))
+    read_codes = smith_waterman.send_reads(chunk.both_codes)  # once for every call below
     read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
     read_lengths = np.concatenate((lengths, lengths))
 
@@ -308,7 +308,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     if rescuer is not None and seed_options.rescue_interval:
         poor_below = lengths * scoring.match - seed_options.rescue_mismatches * (scoring.match + scoring.mismatch)
         poor = (best_score < poor_below) & (lengths >= seed_options.seed_length)
-        extra = _new_windows(windows, rescuer.rescue_windows(chunk.codes, chunk.reverse_codes, chunk.offsets, poor), poor, index) if poor.any() else None
+        extra = _new_windows(windows, rescuer.rescue_windows(chunk.codes, chunk.reverse_codes, chunk.offsets, poor, chunk.both_codes, read_codes), poor, index) if poor.any() else None
         if extra is not None and len(extra):
             extra_score, extra_end = scored(extra)
             # The new windows go after the others, and only the rescued reads are ranked again

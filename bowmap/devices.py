@@ -292,6 +292,19 @@ def open_devices(spec: str | None = None) -> list[DeviceContext]:
     return [context_for(info.index) for info in parse_device_spec(spec, list_devices())]
 
 
+class DeviceArray:
+    """A host array sent to the device once (:meth:`ReusedBuffer.send`), given to kernel owners
+    in its place. The host array is kept while the queue may still copy from it, and must not
+    change meanwhile."""
+
+    def __init__(self, buffer, host: np.ndarray):
+        self.buffer = buffer
+        self.host = host
+
+    def __len__(self) -> int:
+        return len(self.host)
+
+
 class ReusedBuffer:
     """A device buffer kept across calls and grown (at least doubling) when a call needs more:
     creating buffers costs far more than the copies themselves on GPU drivers. One per worker
@@ -309,6 +322,11 @@ class ReusedBuffer:
             self.capacity = max(size, 2 * self.capacity, 4096)
             self.buffer = _opencl().Buffer(self.context, self.flags, size=self.capacity)
         return self.buffer
+
+    def send(self, queue, array: np.ndarray) -> DeviceArray:
+        """:meth:`upload`, as a :class:`DeviceArray` that kernel owners take in place of the
+        host array, so that several calls use one copy (a chunk's read codes: 8 MB)."""
+        return DeviceArray(self.upload(queue, array), array)
 
     def upload(self, queue, array):
         """Copy ``array`` in (not blocking) and return the buffer. The in-order queue finishes

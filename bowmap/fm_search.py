@@ -15,7 +15,7 @@ import pyopencl as cl
 import pyopencl.cltypes as cltypes
 
 from bowmap.arrays import segment_ranges
-from bowmap.devices import DeviceContext, ReusedBuffer, read_back, work_group_size
+from bowmap.devices import DeviceArray, DeviceContext, ReusedBuffer, read_back, work_group_size
 from bowmap.errors import BowmapError
 from bowmap.index import FMIndex, IndexBlock
 
@@ -95,7 +95,8 @@ class FMSearch:
     def _search_on_device(self, block: DeviceBlock, codes, offsets, lengths):
         """The fm_search kernel enqueued over checked patterns (count > 0); its results buffer."""
         count = len(offsets)
-        inputs = [staging.upload(self.queue, array) for staging, array in zip((self._codes, self._offsets, self._lengths), (codes, offsets, lengths))]
+        inputs = [codes.buffer if isinstance(codes, DeviceArray) else self._codes.upload(self.queue, codes)]
+        inputs += [staging.upload(self.queue, array) for staging, array in zip((self._offsets, self._lengths), (offsets, lengths))]
         results_device = self._results.at_least(3 * 4 * count)
         self.last_kernel_event = self._search(
             self.queue, self._global_size(count), (self._group,),
@@ -153,6 +154,10 @@ class FMSearch:
         read_back(self.queue, positions, positions_device)
         return positions
 
+    def send_codes(self, codes) -> DeviceArray:
+        """Pattern codes sent once for several :meth:`seed_hits` calls (a chunk's rounds)."""
+        return self._codes.send(self.queue, np.ascontiguousarray(codes, dtype=np.uint8))
+
     def choose_seeds(self, results, seed_first: np.ndarray, max_occurrences: int, budget: int):
         """The choose_seeds kernel on the SA intervals in device buffer ``results`` (fm_search's
         layout, 2 * half seeds): (taken, per-read rows, per-read crowded flags), the first a
@@ -181,7 +186,8 @@ class FMSearch:
         seed_windows.cl, only per-read counts come back. Seeds: every read's forward seeds
         (read r's are ``seed_first[r] .. seed_first[r + 1] - 1``, starting at ``read_offset``
         in their read), then as many reverse ones in the same order; pattern i is ``codes[offsets[i]
-        : offsets[i] + seed_length]``. Returns the hits and the mask of reads left crowded."""
+        : offsets[i] + seed_length]``, ``codes`` host codes or :meth:`send_codes`'s. Returns the
+        hits and the mask of reads left crowded."""
         reads = len(seed_first) - 1
         count = len(offsets)
         if count != 2 * int(seed_first[-1]) or len(read_offset) != count // 2:
@@ -193,7 +199,8 @@ class FMSearch:
         hit_first = np.zeros(reads + 1, dtype=np.uint32)
         crowded = np.zeros(reads, dtype=bool)
         if count:
-            codes = np.ascontiguousarray(codes, dtype=np.uint8)
+            if not isinstance(codes, DeviceArray):
+                codes = np.ascontiguousarray(codes, dtype=np.uint8)
             offsets = _as_u32(offsets, "pattern offsets")
             if int(offsets.max()) + seed_length > len(codes):
                 raise ValueError("a pattern reaches past the end of codes")

@@ -118,9 +118,16 @@ class ReadChunk:
         needed (a worker process, not the reader), and not sent between processes."""
         return reverse_complement(self.codes, self.offsets)
 
+    @functools.cached_property
+    def both_codes(self) -> np.ndarray:
+        """``codes`` then ``reverse_codes``, one array: the layout the seeds, the Smith-Waterman
+        reads and the SAM text take, made once a chunk."""
+        return np.concatenate((self.codes, self.reverse_codes))
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state.pop("reverse_codes", None)
+        state.pop("both_codes", None)
         return state
 
     def name(self, i: int) -> str:

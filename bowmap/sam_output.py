@@ -528,7 +528,7 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         read_lengths=read_lengths,
         name_lengths=name_lengths,
         mapq=mapq,
-        read_pool=np.concatenate((np.asarray(chunk.codes, dtype=np.uint8), np.asarray(chunk.reverse_codes, dtype=np.uint8))),
+        read_pool=np.asarray(chunk.both_codes, dtype=np.uint8),
     )
     # Bytes a line may take in its padded matrix: SEQ, QUAL, name, CIGAR (11 a op), MD, fixed.
     op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]

@@ -96,12 +96,13 @@ def _kmer_keys(text: np.ndarray, length: int) -> np.ndarray:
 
 
 def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed_length=None, first=None, only=None,
-                  interval=None) -> Seeds:
+                  interval=None, joined=None) -> Seeds:
     """Seeds of ``seed_length`` every ``interval`` (default I(read length)) bases from offset ``first`` (default 0) of
     each read and of its reverse complement, plus one ending at the read's last base where the
     spacing leaves the end uncovered (otherwise up to I - 1 bases at the end are never seeded,
     and a read with a few errors spread over the rest finds no exact seed at all). A read
-    shorter than a seed, or not in the boolean mask ``only``, has none."""
+    shorter than a seed, or not in the boolean mask ``only``, has none. ``joined``: ``codes`` and
+    ``reverse_codes`` as one array already (the seeds' codes; made here otherwise)."""
     seed_length = options.seed_length if seed_length is None else seed_length
     lengths = np.diff(read_offsets)
     interval = options.seed_interval(lengths) if interval is None else np.full(len(lengths), interval, dtype=np.int64)
@@ -118,7 +119,7 @@ def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed
     within = np.minimum(first[reads] + rank * interval[reads], lengths[reads] - seed_length)
     forward_offset = read_offsets[:-1][reads] + within
     return Seeds(
-        codes=np.concatenate((codes, reverse_codes)),
+        codes=np.concatenate((codes, reverse_codes)) if joined is None else joined,
         offset=np.concatenate((forward_offset, forward_offset + len(codes))),
         length=np.full(2 * len(reads), seed_length, dtype=np.int64),
         read=np.concatenate((reads, reads)),
@@ -176,7 +177,7 @@ class SeedFilter:
         if hits_on_device and self.device_windows is not None and len(device_blocks) == 1 and seed_hits_fit(device_blocks[0].block):
             self._hit_buffers = [HitBuffers(searcher.device) for _ in range(3)]
 
-    def windows(self, codes, reverse_codes, read_offsets) -> Windows:
+    def windows(self, codes, reverse_codes, read_offsets, joined=None) -> Windows:
         """Candidate windows of every read. Reads with a seed too repetitive to locate (more than
         max_occurrences, or past the read's budget) are also seeded with long seeds, whose
         hits join the first round's: in an interspersed repeat (an Alu, a LINE) a 32-base exact
@@ -184,19 +185,22 @@ class SeedFilter:
         maximal exact matches do. Reads with no window supported by two seeds (errors in most
         of them) are seeded once more, as bowtie2 re-seeds: shorter seeds, shifted by half an
         interval, and their windows made anew from every round's hits, so a true place found by
-        one first-round seed gains the new seeds' support."""
+        one first-round seed gains the new seeds' support. ``joined``: see extract_seeds."""
         options = self.options
         lengths = np.diff(read_offsets)
         on_device = self.device_windows is not None and self.device_windows.takes(lengths)
-        hits, crowded = self._round(extract_seeds(codes, reverse_codes, read_offsets, options), len(lengths), 0, on_device)
+        joined = np.concatenate((codes, reverse_codes)) if joined is None else joined
+        sent = self._send(joined, on_device)
+        half_interval = options.seed_interval(lengths) // 2
+        hits, crowded = self._round(extract_seeds(codes, reverse_codes, read_offsets, options, joined=joined), len(lengths), 0, on_device, sent)
         rounds = [hits]  # kept apart: joining the first round's large arrays cost a tenth of the host time
         if options.long_seed_length and crowded.any():
-            long_seeds = extract_seeds(codes, reverse_codes, read_offsets, options, options.long_seed_length, options.seed_interval(lengths) // 2, crowded)
-            rounds.append(self._round(long_seeds, len(lengths), 1, on_device)[0])
+            long_seeds = extract_seeds(codes, reverse_codes, read_offsets, options, options.long_seed_length, half_interval, crowded, joined=joined)
+            rounds.append(self._round(long_seeds, len(lengths), 1, on_device, sent)[0])
 
         def reseeded(weak):  # weak reads: no window seeded at two read positions
-            again = extract_seeds(codes, reverse_codes, read_offsets, options, options.reseed_length, options.seed_interval(lengths) // 2, weak)
-            return self._round(again, len(lengths), 2, on_device)[0]
+            again = extract_seeds(codes, reverse_codes, read_offsets, options, options.reseed_length, half_interval, weak, joined=joined)
+            return self._round(again, len(lengths), 2, on_device, sent)[0]
 
         if on_device:
             # Every read's windows again from all three rounds: a read that is not weak has no
@@ -219,9 +223,13 @@ class SeedFilter:
             windows = Windows(*(array[_by_read_strand_start(*combined[:3], self.index.total_length)] for array in combined))
         return windows
 
-    def _round(self, seeds: Seeds, count: int, slot: int, on_device: bool):
+    def _send(self, joined, on_device: bool):
+        """The chunk's seed codes on the device once for all its rounds, when hits are made there."""
+        return self.searcher.send_codes(joined) if on_device and self._hit_buffers is not None else None
+
+    def _round(self, seeds: Seeds, count: int, slot: int, on_device: bool, sent=None):
         """A round of seeds' hits and crowded reads (see :meth:`_hits`): on the device, in hit
-        buffers ``slot``, when hits may stay there."""
+        buffers ``slot``, when hits may stay there (``sent``: the seeds' codes sent already)."""
         if not (on_device and self._hit_buffers is not None):
             return self._hits(seeds, count)
         options = self.options
@@ -230,20 +238,22 @@ class SeedFilter:
         np.cumsum(np.bincount(seeds.read[:half], minlength=count), out=seed_first[1:])
         seed_length = int(seeds.length[0]) if len(seeds.length) else options.seed_length
         return self.searcher.seed_hits(
-            self.device_blocks[0], seeds.codes, seeds.offset, seed_first, seeds.read_offset[:half], seed_length,
+            self.device_blocks[0], seeds.codes if sent is None else sent, seeds.offset, seed_first, seeds.read_offset[:half], seed_length,
             options.max_occurrences, options.positions_per_read, self._hit_buffers[slot],
         )
 
-    def rescue_windows(self, codes, reverse_codes, read_offsets, only) -> Windows:
+    def rescue_windows(self, codes, reverse_codes, read_offsets, only, joined=None, sent=None) -> Windows:
         """Windows of the reads in the mask ``only`` from seeds every ``rescue_interval`` bases:
         for reads whose best alignment is poor. A read with several errors inside a repeat may
         have its few seeds that single out its own copy fall between the spaced ones, or lose
         its copy's window (one seed) to the family's other copies (several seeds each); dense
-        seeds, fewest occurrences first, give its copy the weight (as BWA-MEM re-seeds)."""
+        seeds, fewest occurrences first, give its copy the weight (as BWA-MEM re-seeds).
+        ``joined``: see extract_seeds; ``sent``: ``joined`` on the device already, on this filter's
+        queue (a DeviceArray: the Smith-Waterman stage's copy of the chunk's reads)."""
         lengths = np.diff(read_offsets)
-        seeds = extract_seeds(codes, reverse_codes, read_offsets, self.options, only=only, interval=self.options.rescue_interval)
+        seeds = extract_seeds(codes, reverse_codes, read_offsets, self.options, only=only, interval=self.options.rescue_interval, joined=joined)
         if self.device_windows is not None and self.device_windows.takes(lengths):
-            hits, _ = self._round(seeds, len(lengths), 0, True)
+            hits, _ = self._round(seeds, len(lengths), 0, True, sent)
             self.device_windows.run([hits], lengths)
             return self.device_windows.fetch()
         hits, _ = self._hits(seeds, len(lengths))

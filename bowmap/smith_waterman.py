@@ -40,7 +40,7 @@ import numpy as np
 import pyopencl as cl
 
 from bowmap.arrays import segment_ranges
-from bowmap.devices import DeviceContext, ReusedBuffer, nvidia_compute_capability, read_back
+from bowmap.devices import DeviceArray, DeviceContext, ReusedBuffer, nvidia_compute_capability, read_back
 from bowmap.errors import BowmapError
 
 SOURCE = "smith_waterman.cl"
@@ -197,7 +197,7 @@ class _Pairs:
 def _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows) -> _Pairs:
     codes = []
     for what, array in (("read codes", read_codes), ("window codes", window_codes)):
-        if isinstance(array, PackedText):
+        if isinstance(array, PackedText) or (what == "read codes" and isinstance(array, DeviceArray)):
             codes.append(array)
             continue
         array = np.asarray(array)
@@ -290,6 +290,7 @@ class SmithWaterman:
         context = device.context
         self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(9)]
         self._group_inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(3)]
+        self._sent_reads = ReusedBuffer(context, mf.READ_ONLY)  # send_reads' (apart: calls do not overwrite it)
         self._boundary = ReusedBuffer(context, mf.READ_WRITE)
         self._directions = ReusedBuffer(context, mf.READ_WRITE)
         self._results = ReusedBuffer(context, mf.WRITE_ONLY)
@@ -340,7 +341,7 @@ class SmithWaterman:
         windows = pairs.window_codes
         arrays = (pairs.read_codes, pairs.read_offsets, pairs.read_lengths, windows, pairs.window_offsets, pairs.window_lengths)
         buffers = [
-            array.buffer if isinstance(array, PackedText) else staging.upload(self.queue, array)
+            array.buffer if isinstance(array, PackedText | DeviceArray) else staging.upload(self.queue, array)
             for staging, array in zip(self._inputs, arrays)
         ]
         if isinstance(windows, PackedText):
@@ -371,6 +372,11 @@ class SmithWaterman:
             first = last
 
     # ------------------------------------------------------------ calls
+
+    def send_reads(self, read_codes) -> DeviceArray:
+        """Read codes sent once, given as ``read_codes`` to several calls (a chunk's scoring,
+        its rescue's and its traceback)."""
+        return self._sent_reads.send(self.queue, np.ascontiguousarray(read_codes, dtype=np.uint8))
 
     def best(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
         """Best score and end cell of every pair: (score, read_end, window_end), int32 arrays,

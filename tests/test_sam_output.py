@@ -44,6 +44,10 @@ class StandInChunk:
     qualities: np.ndarray | None
     reverse_codes: np.ndarray
 
+    @property
+    def both_codes(self) -> np.ndarray:
+        return np.concatenate((self.codes, self.reverse_codes))
+
 
 def reverse_complement(codes: np.ndarray) -> np.ndarray:
     return np.where(codes < 4, 3 - codes, 4).astype(np.uint8)[::-1]

@@ -190,6 +190,9 @@ def test_edge_cases(device, scoring, read_tile, packed):
     traced = aligner.traceback(*arrays)
     assert_same(traced, reference.traceback(scoring, *arrays), TRACE_NAMES)
     assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
+    sent = (aligner.send_reads(arrays[0]), *arrays[1:])  # the reads sent once, for both calls
+    assert_same(aligner.best(*sent), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
+    assert_same(aligner.traceback(*sent), traced, TRACE_NAMES)
     check_invariants(scoring, arrays, traced)
     score, read_start, read_end, window_start, window_end, ops, offsets, lengths = traced
 
