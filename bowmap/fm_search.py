@@ -59,6 +59,7 @@ class FMSearch:
         self._search = cl.Kernel(program, "fm_search")
         self._locate = cl.Kernel(program, "fm_locate")
         self._locate_intervals = cl.Kernel(program, "fm_locate_intervals")
+        self._seed_search = cl.Kernel(program, "seed_search")
         self._choose_seeds = cl.Kernel(program, "choose_seeds")
         self._locate_hits = cl.Kernel(program, "locate_hits")
         self._group = work_group_size(self._search, device)
@@ -67,8 +68,8 @@ class FMSearch:
         self._codes, self._offsets, self._lengths = (ReusedBuffer(context, mf.READ_ONLY) for _ in range(3))
         self._rows = ReusedBuffer(context, mf.READ_ONLY)
         self._results = ReusedBuffer(context, mf.READ_WRITE)
-        # seed_hits' scratch: seed_first, read offsets, taken, read_rows, crowded.
-        self._seed_scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(5)]
+        # seed_hits' scratch: seed_first, read offsets, taken, read_rows, crowded, read starts.
+        self._seed_scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(6)]
         # The latest kernel launch: with a profiling queue, benchmarks read its device time.
         self.last_kernel_event: cl.Event | None = None
 
@@ -158,14 +159,15 @@ class FMSearch:
         """Pattern codes sent once for several :meth:`seed_hits` calls (a chunk's rounds)."""
         return self._codes.send(self.queue, np.ascontiguousarray(codes, dtype=np.uint8))
 
-    def choose_seeds(self, results, seed_first: np.ndarray, max_occurrences: int, budget: int):
+    def choose_seeds(self, results, seed_first: np.ndarray, max_occurrences: int, budget: int, seed_first_device=None):
         """The choose_seeds kernel on the SA intervals in device buffer ``results`` (fm_search's
-        layout, 2 * half seeds): (taken, per-read rows, per-read crowded flags), the first a
-        device buffer, the others read back (uint32, bool)."""
+        layout, 2 * seed_first[-1] seeds): (taken, per-read rows, per-read crowded flags), the
+        first a device buffer, the others read back (uint32, bool). ``seed_first_device``:
+        ``seed_first`` on the device already."""
         reads = len(seed_first) - 1
         half = int(seed_first[-1])
-        seed_first = _as_u32(seed_first, "seed firsts")
-        first_device = self._seed_scratch[0].upload(self.queue, seed_first)
+        if seed_first_device is None:
+            seed_first_device = self._seed_scratch[0].upload(self.queue, _as_u32(seed_first, "seed firsts"))
         taken = self._seed_scratch[2].at_least(4 * max(1, 2 * half))
         rows_device = self._seed_scratch[3].at_least(4 * max(1, reads))
         crowded_device = self._seed_scratch[4].at_least(max(1, reads))
@@ -173,51 +175,58 @@ class FMSearch:
         crowded = np.zeros(reads, dtype=np.uint8)
         if reads:
             self._choose_seeds(
-                self.queue, self._global_size(reads), (self._group,), results, first_device, np.uint32(reads), np.uint32(half),
+                self.queue, self._global_size(reads), (self._group,), results, seed_first_device, np.uint32(reads), np.uint32(half),
                 np.uint32(max_occurrences), np.uint32(budget), taken, rows_device, crowded_device,
             )
             read_back(self.queue, rows, rows_device, crowded, crowded_device)
         return taken, rows, crowded.astype(bool)
 
-    def seed_hits(self, block: DeviceBlock, codes, offsets, seed_first, read_offset, seed_length: int, max_occurrences: int,
+    def seed_hits(self, block: DeviceBlock, codes, read_starts, seed_first, read_offset, seed_length: int, max_occurrences: int,
                   budget: int, buffers: HitBuffers) -> tuple[DeviceHits, np.ndarray]:
         """Search a round of seeds of one length, choose them (:func:`bowmap.seed_filter.choose_seeds`)
         and locate the chosen ones' every occurrence, all on the device: the hits stay there for
-        seed_windows.cl, only per-read counts come back. Seeds: every read's forward seeds
-        (read r's are ``seed_first[r] .. seed_first[r + 1] - 1``, starting at ``read_offset``
-        in their read), then as many reverse ones in the same order; pattern i is ``codes[offsets[i]
-        : offsets[i] + seed_length]``, ``codes`` host codes or :meth:`send_codes`'s. Returns the
-        hits and the mask of reads left crowded."""
+        seed_windows.cl, only per-read counts come back, and the seeds travel as their offsets in
+        their reads. Seeds: every read's forward seeds (read r's are ``seed_first[r] ..
+        seed_first[r + 1] - 1``, seed f ``codes[read_starts[r] + read_offset[f]:][:seed_length]``),
+        then as many reverse ones in the same order and places of the reverse codes, which follow
+        the forward ones in ``codes`` (host codes or :meth:`send_codes`'s; ``read_starts[-1]``
+        codes each). Returns the hits and the mask of reads left crowded."""
         reads = len(seed_first) - 1
-        count = len(offsets)
-        if count != 2 * int(seed_first[-1]) or len(read_offset) != count // 2:
-            raise ValueError("seed_first, read_offset and offsets disagree on the seeds")
+        half = int(seed_first[-1])
+        if len(read_starts) != reads + 1 or len(read_offset) != half or len(codes) != 2 * int(read_starts[-1]):
+            raise ValueError("codes, read_starts, seed_first and read_offset disagree on the reads and seeds")
         if not seed_hits_fit(block.block):
             raise ValueError("the block's text positions do not fit 32 bits")
         if budget + max_occurrences >= 2**31:
             raise ValueError("budget and max_occurrences must fit the kernels' 32-bit sums")
+        seed_first, read_starts, read_offset = (_as_u32(array, what) for array, what in (
+            (seed_first, "seed firsts"), (read_starts, "read starts"), (read_offset, "read offsets")))
+        if half and (read_offset.astype(np.int64) + seed_length > np.repeat(np.diff(read_starts.astype(np.int64)), np.diff(seed_first))).any():
+            raise ValueError("a seed reaches past the end of its read")
         hit_first = np.zeros(reads + 1, dtype=np.uint32)
         crowded = np.zeros(reads, dtype=bool)
-        if count:
+        if half:
             if not isinstance(codes, DeviceArray):
-                codes = np.ascontiguousarray(codes, dtype=np.uint8)
-            offsets = _as_u32(offsets, "pattern offsets")
-            if int(offsets.max()) + seed_length > len(codes):
-                raise ValueError("a pattern reaches past the end of codes")
-            lengths = np.full(count, seed_length, dtype=np.uint32)
-            results = self._search_on_device(block, codes, offsets, lengths)
-            taken, rows, crowded = self.choose_seeds(results, seed_first, max_occurrences, budget)
+                codes = self._codes.upload(self.queue, np.ascontiguousarray(codes, dtype=np.uint8))
+            inputs = [staging.upload(self.queue, array) for staging, array in zip(self._seed_scratch[:2] + self._seed_scratch[5:], (seed_first, read_offset, read_starts))]
+            results = self._results.at_least(3 * 4 * 2 * half)
+            self.last_kernel_event = self._seed_search(
+                self.queue, self._global_size(2 * half), (self._group,),
+                block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,
+                codes.buffer if isinstance(codes, DeviceArray) else codes, inputs[2], inputs[0], inputs[1], np.uint32(reads),
+                np.uint32(half), np.uint32(seed_length), np.uint32(read_starts[-1]), results,
+            )
+            taken, rows, crowded = self.choose_seeds(results, seed_first, max_occurrences, budget, inputs[0])
             np.cumsum(rows, out=hit_first[1:])
         total = int(hit_first[-1])
         first_device = buffers.first.upload(self.queue, hit_first)
         positions = buffers.positions.at_least(4 * max(1, total))
         tags = buffers.tags.at_least(4 * max(1, total))
         if total:
-            offsets_device = self._seed_scratch[1].upload(self.queue, _as_u32(read_offset, "read offsets"))
             self.last_kernel_event = self._locate_hits(
                 self.queue, self._global_size(total), (self._group,),
                 block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
-                results, taken, self._seed_scratch[0].buffer, offsets_device, np.uint32(reads), np.uint32(count // 2),
+                results, taken, inputs[0], inputs[1], np.uint32(reads), np.uint32(half),
                 np.uint32(seed_length), np.uint32(block.block.start), first_device, np.uint32(total), positions, tags,
             )
         return DeviceHits(first_device, positions, tags, total, hit_first), crowded

@@ -8,6 +8,7 @@ reverse complement aligns.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,16 +71,42 @@ class Windows:
         return len(self.read)
 
 
-@dataclass
 class Seeds:
-    """Seeds of a chunk, both strands. Seed i is ``codes[offset[i] : offset[i] + length]``."""
+    """Seeds of a chunk, both strands: every read's forward seeds, then as many reverse ones in
+    the same order and places of the reverse codes. Seed i is ``codes[offset[i] : offset[i] +
+    length[i]]``. Made from the forward seeds' reads (``seed_first``: read r's are
+    ``seed_first[r] .. seed_first[r + 1] - 1``) and offsets in their reads (``within``); the
+    both-strand arrays the host path takes are made when first asked for (the device path sends
+    the forward ones only)."""
 
-    codes: np.ndarray  # uint8: the chunk's forward codes, then its reverse-complement codes
-    offset: np.ndarray  # int64 into codes
-    length: np.ndarray  # int64
-    read: np.ndarray  # int64
-    reverse: np.ndarray  # bool
-    read_offset: np.ndarray  # int64: where the seed starts in its (strand's) read
+    def __init__(self, codes: np.ndarray, read_starts: np.ndarray, seed_first: np.ndarray, within: np.ndarray, seed_length: int):
+        self.codes = codes  # uint8: the chunk's forward codes, then its reverse-complement codes
+        self.read_starts = read_starts  # int64[reads + 1]: where each read starts in codes (reverse ones: + read_starts[-1])
+        self.seed_first = seed_first  # int64[reads + 1]
+        self.within = within  # int64: the forward seeds' offsets in their reads
+        self.seed_length = seed_length
+
+    @functools.cached_property
+    def read(self) -> np.ndarray:  # int64
+        reads = np.repeat(np.arange(len(self.seed_first) - 1), np.diff(self.seed_first))
+        return np.concatenate((reads, reads))
+
+    @functools.cached_property
+    def reverse(self) -> np.ndarray:  # bool
+        return np.repeat([False, True], len(self.within))
+
+    @functools.cached_property
+    def read_offset(self) -> np.ndarray:  # int64: where the seed starts in its (strand's) read
+        return np.concatenate((self.within, self.within))
+
+    @functools.cached_property
+    def offset(self) -> np.ndarray:  # int64 into codes
+        forward = self.read_starts[:-1][self.read[: len(self.within)]] + self.within
+        return np.concatenate((forward, forward + self.read_starts[-1]))
+
+    @functools.cached_property
+    def length(self) -> np.ndarray:  # int64
+        return np.full(2 * len(self.within), self.seed_length, dtype=np.int64)
 
 
 def _pack(codes: np.ndarray) -> np.ndarray:
@@ -114,18 +141,13 @@ def extract_seeds(codes, reverse_codes, read_offsets, options: SeedOptions, seed
     last = first + (spaced - 1) * interval
     tail = seedable & (last < lengths - seed_length)  # the spaced seeds stop short of the end
     per_read = spaced + tail
+    seed_first = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(per_read, out=seed_first[1:])
     reads = np.repeat(np.arange(len(lengths)), per_read)
-    rank = np.arange(len(reads)) - np.repeat(np.cumsum(per_read) - per_read, per_read)
+    rank = np.arange(len(reads)) - np.repeat(seed_first[:-1], per_read)
     within = np.minimum(first[reads] + rank * interval[reads], lengths[reads] - seed_length)
-    forward_offset = read_offsets[:-1][reads] + within
-    return Seeds(
-        codes=np.concatenate((codes, reverse_codes)) if joined is None else joined,
-        offset=np.concatenate((forward_offset, forward_offset + len(codes))),
-        length=np.full(2 * len(reads), seed_length, dtype=np.int64),
-        read=np.concatenate((reads, reads)),
-        reverse=np.repeat([False, True], len(reads)),
-        read_offset=np.concatenate((within, within)),
-    )
+    joined = np.concatenate((codes, reverse_codes)) if joined is None else joined
+    return Seeds(joined, np.asarray(read_offsets, dtype=np.int64), seed_first, within, seed_length)
 
 
 def choose_seeds(occurrences: np.ndarray, seed_read: np.ndarray, count: int, max_occurrences: int, budget: int):
@@ -203,13 +225,13 @@ class SeedFilter:
             return self._round(again, len(lengths), 2, on_device, sent)[0]
 
         if on_device:
-            # Every read's windows again from all three rounds: a read that is not weak has no
-            # new hits, so it gets the same windows, and nothing is joined on the host.
+            # The weak reads' windows made again from all three rounds, in place of their
+            # first ones on the device: nothing is joined on the host.
             device_windows = self.device_windows
             device_windows.run(rounds, lengths)
             weak = device_windows.best_support() <= 1
             if options.reseed_length and weak.any():
-                device_windows.run(rounds + [reseeded(weak)], lengths)
+                device_windows.run(rounds + [reseeded(weak)], lengths, only=weak)
             return device_windows.fetch()
         windows = self._merge_on_host(*_joined(rounds), lengths)
         best_support = np.zeros(len(lengths), dtype=np.int64)
@@ -233,12 +255,8 @@ class SeedFilter:
         if not (on_device and self._hit_buffers is not None):
             return self._hits(seeds, count)
         options = self.options
-        half = len(seeds.read) // 2
-        seed_first = np.zeros(count + 1, dtype=np.int64)
-        np.cumsum(np.bincount(seeds.read[:half], minlength=count), out=seed_first[1:])
-        seed_length = int(seeds.length[0]) if len(seeds.length) else options.seed_length
         return self.searcher.seed_hits(
-            self.device_blocks[0], seeds.codes if sent is None else sent, seeds.offset, seed_first, seeds.read_offset[:half], seed_length,
+            self.device_blocks[0], seeds.codes if sent is None else sent, seeds.read_starts, seeds.seed_first, seeds.within, seeds.seed_length,
             options.max_occurrences, options.positions_per_read, self._hit_buffers[slot],
         )
 
@@ -300,7 +318,7 @@ class SeedFilter:
         all three lies in two overlaps and is subtracted twice: still counted once.)"""
         if len(self.device_blocks) < 2 or len(seeds.read) == 0:
             return np.zeros(len(seeds.read), dtype=np.int64)
-        length = int(seeds.length[0])
+        length = seeds.seed_length
         if length not in self._overlap_tables:
             blocks = [device_block.block for device_block in self.device_blocks]
             keys = [
@@ -453,6 +471,7 @@ class DeviceWindows:
         self._hole_ends = cl.Buffer(context, flags, hostbuf=np.append(hole_ends, 0).astype(np.uint32))
         self._sent = [HitBuffers(device) for _ in range(MAX_ROUNDS)]  # host rounds, sent
         self._lengths = ReusedBuffer(context, mf.READ_ONLY)
+        self._only = ReusedBuffer(context, mf.READ_ONLY)
         self._scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(4)]
         self._outputs = [ReusedBuffer(context, mf.WRITE_ONLY) for _ in range(4)]
         self._last: tuple | None = None  # the latest run's (counts, meta, start and end buffers)
@@ -478,9 +497,10 @@ class DeviceWindows:
         self.run(rounds, lengths)
         return self.fetch()
 
-    def run(self, rounds: list, lengths) -> None:
+    def run(self, rounds: list, lengths, only=None) -> None:
         """The kernel over every read of ``lengths`` and its hits of ``rounds``; reads back the
-        windows' count and weights of each read, not the windows themselves."""
+        windows' count and weights of each read, not the windows themselves. With ``only`` (a
+        mask of the reads), the other reads keep the windows of the latest run."""
         from bowmap.devices import read_back
 
         count = len(lengths)
@@ -497,12 +517,15 @@ class DeviceWindows:
         outputs = [self._outputs[0].at_least(4 * max(1, count))] + [staging.at_least(4 * slots) for staging in self._outputs[1:]]
         window_count = np.zeros(count, dtype=np.uint32)
         meta = np.zeros(count * self.limit, dtype=np.uint32)
+        if only is not None and (self._last is None or len(self._last[0]) != count):
+            raise ValueError("only: the reads of the latest run must be the same")
+        mask = self._only.upload(self.queue, np.ascontiguousarray(only if only is not None else np.ones(1, bool), dtype=np.uint8))
         if count:
             global_size = -(-count // self._group) * self._group
             sources = [buffer for hits in rounds for buffer in (hits.first, hits.positions, hits.tags)]
             sources += sources[:3] * (MAX_ROUNDS - len(rounds))  # not read: any buffers will do
             self._kernel(
-                self.queue, (global_size,), (self._group,), *sources, np.uint32(len(rounds)), length_buffer,
+                self.queue, (global_size,), (self._group,), *sources, np.uint32(len(rounds)), mask, np.uint32(only is not None), length_buffer,
                 self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs,
             )
             read_back(self.queue, window_count, outputs[0], meta, outputs[3])

@@ -68,17 +68,10 @@ inline uint first_row(uint4 first_rows, uint code)
 /* Interval [lo, hi) of rows whose suffixes start with the pattern; lo = hi = 0 when it does not
  * occur. depth = length of the longest suffix of the pattern that occurs. The empty pattern
  * matches every real suffix: [1, n + 1). */
-__kernel void fm_search(__global const uint *lines, const uint primary, const uint n,
-                        const uint4 first_rows,
-                        __global const uchar *codes, __global const uint *offsets,
-                        __global const uint *lengths, const uint count,
-                        __global uint *results /* uint[3][count]: lo, hi, depth */)
+inline void search_pattern(__global const uint *lines, uint primary, uint n, uint4 first_rows,
+                           __global const uchar *codes, uint start, uint length, uint count, uint gid,
+                           __global uint *results)
 {
-    uint gid = get_global_id(0);
-    if (gid >= count)
-        return;
-    uint start = offsets[gid];
-    uint length = lengths[gid];
     uint lo = 1, hi = n + 1, depth = 0;
     for (uint k = length; k > 0; --k) {
         uint code = codes[start + k - 1];
@@ -102,6 +95,50 @@ __kernel void fm_search(__global const uint *lines, const uint primary, const ui
     results[gid] = lo;
     results[count + gid] = hi;
     results[2 * count + gid] = depth;
+}
+
+__kernel void fm_search(__global const uint *lines, const uint primary, const uint n,
+                        const uint4 first_rows,
+                        __global const uchar *codes, __global const uint *offsets,
+                        __global const uint *lengths, const uint count,
+                        __global uint *results /* uint[3][count]: lo, hi, depth */)
+{
+    uint gid = get_global_id(0);
+    if (gid < count)
+        search_pattern(lines, primary, n, first_rows, codes, offsets[gid], lengths[gid], count, gid, results);
+}
+
+/* The last read r (of reads) with first[r] <= i: the read whose run first[r] .. first[r + 1] - 1
+ * holds i (reads with empty runs share their `first` with the next read, never the last one). */
+inline uint read_of(__global const uint *first, uint reads, uint i)
+{
+    uint low = 0, high = reads;
+    while (high - low > 1) {
+        uint middle = low + (high - low) / 2;
+        if (first[middle] <= i)
+            low = middle;
+        else
+            high = middle;
+    }
+    return low;
+}
+
+/* fm_search over a round of seeds of one length (FMSearch.seed_hits' layout, see choose_seeds),
+ * each seed's place made here rather than sent: forward seed f of read r = read_of(seed_first, f)
+ * starts at read_starts[r] + read_offset[f] of codes, its reverse twin (seed forward + f) as far
+ * into the reverse codes, which follow the forward ones (`total` codes in). */
+__kernel void seed_search(__global const uint *lines, const uint primary, const uint n, const uint4 first_rows,
+                          __global const uchar *codes, __global const uint *read_starts,
+                          __global const uint *seed_first, __global const uint *read_offset, const uint reads,
+                          const uint forward, const uint seed_length, const uint total,
+                          __global uint *results /* uint[3][2 * forward] */)
+{
+    uint gid = get_global_id(0);
+    if (gid >= 2 * forward)
+        return;
+    uint f = gid < forward ? gid : gid - forward;
+    uint start = read_starts[read_of(seed_first, reads, f)] + read_offset[f] + (gid < forward ? 0 : total);
+    search_pattern(lines, primary, n, first_rows, codes, start, seed_length, 2 * forward, gid, results);
 }
 
 /* Block offset of the suffix at `row` (1..n): LF steps until a sampled row. */
@@ -226,14 +263,7 @@ __kernel void locate_hits(__global const uint *lines, const uint primary, const 
     uint gid = get_global_id(0);
     if (gid >= count)
         return;
-    uint low = 0, high = reads;  /* the last read r with hit_first[r] <= gid */
-    while (high - low > 1) {
-        uint middle = low + (high - low) / 2;
-        if (hit_first[middle] <= gid)
-            low = middle;
-        else
-            high = middle;
-    }
+    uint low = read_of(hit_first, reads, gid);
     uint first = seed_first[low], seeds = seed_first[low + 1] - first, within = gid - hit_first[low];
     uint i = first, reverse = 0;
     for (uint a = 0; a < 2 * seeds; ++a) {

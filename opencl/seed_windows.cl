@@ -9,6 +9,8 @@
  * + first_2[r] on of `keys`, `window_start`, `window_end` and `window_meta` (sized for all
  * rounds' hits; a read never has more windows than hits). A round's hits may stay on the device
  * from the kernels that located them (fm_search.cl's locate_hits): the host never joins them.
+ * With `filtered`, only reads r with only[r] != 0 are done: the others' outputs are left as an
+ * earlier launch wrote them (the weak reads' windows made again, the rest kept).
  *
  * Per read:
  *  1. Hits whose seed meets an ambiguous base (its indexed stand-in is random) or runs past its
@@ -149,13 +151,13 @@ __kernel void seed_windows(
     __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0,
     __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1,
     __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources,
-    __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
+    __global const uchar *only, uint filtered, __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
     __global const uint *hole_starts, __global const uint *hole_ends, uint reads,
     __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
     __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
 {
     uint r = get_global_id(0);
-    if (r >= reads)
+    if (r >= reads || (filtered && !only[r]))
         return;
     uint first = first_0[r] + (sources > 1 ? first_1[r] : 0) + (sources > 2 ? first_2[r] : 0);
     __global ulong *key = keys + first;

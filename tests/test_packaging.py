@@ -27,7 +27,7 @@ def test_wheel_contains_and_finds_the_kernel_sources(tmp_path):
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=environment, check=True)
     module_path, kernels = result.stdout.split()
     assert Path(module_path).is_relative_to(target)  # the installed copy, not the checkout
-    assert int(kernels) == 5  # fm_search, fm_locate, fm_locate_intervals, choose_seeds, locate_hits
+    assert int(kernels) == 6  # fm_search, seed_search, fm_locate, fm_locate_intervals, choose_seeds, locate_hits
     for pattern in ("*.cl", "*.h"):  # kernel sources and the headers they include
         assert sorted(path.name for path in (target / "bowmap" / "opencl").glob(pattern)) == sorted(
             path.name for path in (ROOT / "opencl").glob(pattern)

@@ -179,6 +179,17 @@ def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin
         expected_support = np.zeros(reads, dtype=np.int64)
         np.maximum.at(expected_support, expected.read, expected.hits)
         np.testing.assert_array_equal(support, expected_support)
+        # Part of the hits first, then all of them for the reads of a mask only: the others
+        # keep their first windows.
+        part = tuple(array[: cuts[0]] for array in hits)
+        again = rng.random(reads) < 0.5
+        on_device.device_windows.run([part], lengths)
+        on_device.device_windows.run(rounds, lengths, only=again)
+        mixed = on_device.device_windows.fetch()
+        before = on_host._merge_on_host(*part, lengths)
+        for name in Windows.FIELDS:
+            np.testing.assert_array_equal(getattr(mixed, name)[again[mixed.read]], getattr(expected, name)[again[expected.read]], err_msg=name)
+            np.testing.assert_array_equal(getattr(mixed, name)[~again[mixed.read]], getattr(before, name)[~again[before.read]], err_msg=name)
         if len(hits[0]) > 1000:
             assert not index.span_is_clean(hits[2], hits[4]).all()  # some hits were dropped
         for name in Windows.FIELDS:
@@ -287,7 +298,8 @@ def test_seed_hits_on_the_device_equal_the_host_hits(tmp_path, device, seed_leng
         (read, reverse, positions, read_offset, lengths), crowded = host._hits(seeds, count)
         half = len(seeds.read) // 2
         seed_first = np.concatenate(([0], np.cumsum(np.bincount(seeds.read[:half], minlength=count))))
-        hits, device_crowded = searcher.seed_hits(blocks[0], seeds.codes, seeds.offset, seed_first, seeds.read_offset[:half],
+        codes_given = seeds.codes if count % 2 else searcher.send_codes(seeds.codes)  # host codes, or sent before
+        hits, device_crowded = searcher.seed_hits(blocks[0], codes_given, offsets, seed_first, seeds.read_offset[:half],
                                                   seed_length, options.max_occurrences, budget, buffers)
         got = [np.zeros(n, dtype=np.uint32) for n in (count + 1, hits.count, hits.count)]
         for array, buffer in zip(got, (hits.first, hits.positions, hits.tags)):
