@@ -68,6 +68,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=10, metavar="K", help="the long run maps K copies of the reads (default 10)")
     parser.add_argument("--runs", type=int, default=1, help="timed runs of each layout, the best kept (default 1)")
     parser.add_argument("--align-args", default="", metavar="ARGS", help='more `bowmap align` arguments, e.g. "--chunk-bases 2097152"')
+    parser.add_argument("--workers-per-core", type=float, metavar="W",
+                        help="-p W x (the layout's cores - 1) in every run (default: bowmap's own choice, which may differ "
+                             "between the short and the long input)")
     args = parser.parse_args()
     if args.repeat < 2:
         parser.error("--repeat must be at least 2")
@@ -86,14 +89,17 @@ def main() -> int:
         layouts.append((f"1 device, {len(cores)} cores", first, cores))
     extra = args.align_args.split()
     reads = count_reads(args.reads)
+    workers = f"{args.workers_per_core} workers a core but one" if args.workers_per_core else "bowmap's default workers"
     print(f"# {len(devices)} device(s): {', '.join(info.name for info in devices)}; {len(cores)} cores; "
-          f"{reads:,} reads and {args.repeat} x as many; best of {args.runs} run(s)", flush=True)
+          f"{reads:,} reads and {args.repeat} x as many; best of {args.runs} run(s); {workers}", flush=True)
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="bowmap_multi_gpu_") as folder:
         long_reads = repeated(args.reads, args.repeat, Path(folder))
         reference_sam = None
         for label, spec, layout_cores in layouts:
+            if args.workers_per_core:
+                extra = [*args.align_args.split(), "-p", str(max(1, int(args.workers_per_core * (len(layout_cores) - 1))))]
             sam = Path(folder) / "layout.sam"
             align_seconds(args.index, args.reads, str(sam), spec, layout_cores, extra)  # also warms the caches
             body = sam_body(sam)

@@ -249,14 +249,26 @@ class _Background:
 WORKER_DEVICE_BYTES = 1 << 30
 
 
+# Worker processes a CPU core with GPUs on a large input. A worker alternates its host work with
+# waits for its kernels (sleeping: devices.wait_idle), so more workers than cores keep both busy
+# once they run. Measured on one H200 with 16 cores, chr20, 150 bp: steady 1.15-1.18 M reads/s
+# with 15 workers, 1.30 M with 24, 1.30-1.31 M with 31, 1.16 M with 40; but each worker's start
+# (its device context, its kernels' builds) costs the whole run time (2 M reads: 6.6 s with 15,
+# 9.2 s with 24), so 24 win only past about 30 M reads: hence one a core but one below
+# LARGE_INPUT_CHUNKS chunks (4 Gi bases at the default --chunk-bases), or where it is not known.
+WORKERS_PER_CORE = 1.5
+LARGE_INPUT_CHUNKS = 1024
+
+
 def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = None) -> int:
     """Worker processes when ``--processes`` is not given: with GPUs, one per CPU core this
-    process may use but one (kept for reading and writing), since the host's share of the work
-    (seeds, windows, SAM text) is what limits a GPU run, but no more than the devices' memory
-    holds (each process keeps its own copy of the index there), nor than ``chunks``, a bound on
-    the input's chunks where it is known (a worker with no chunk would only make a device
-    context, slowing the others' start); with CPU devices one, since their kernels use every
-    core already."""
+    process may use but one (kept for reading and writing; WORKERS_PER_CORE as many on an input
+    of LARGE_INPUT_CHUNKS or more), since the host's share of the work (seeds, windows, SAM text)
+    and its waits for the device are what limit a GPU run, but no more than the devices' memory
+    holds (each process keeps its own copy of the index
+    there), nor than ``chunks``, a bound on the input's chunks where it is known (a worker with
+    no chunk would only make a device context, slowing the others' start); with CPU devices one,
+    since their kernels use every core already."""
     if not all(info.is_gpu for info in device_infos):
         return 1
     try:
@@ -265,7 +277,10 @@ def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = N
         cores = os.cpu_count() or 1
     per_process = index_bytes + WORKER_DEVICE_BYTES
     fitting = sum(max(1, info.global_memory // per_process) for info in device_infos)
-    return max(1, min(cores - 1, fitting, cores if chunks is None else chunks))
+    workers = cores - 1
+    if chunks is not None and chunks >= LARGE_INPUT_CHUNKS:
+        workers = int(WORKERS_PER_CORE * workers)
+    return max(1, min(workers, fitting, workers if chunks is None else chunks))
 
 
 def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions, rescuer=None):

@@ -297,6 +297,8 @@ def test_default_processes_follow_cores_and_device_memory(monkeypatch):
     assert align.default_processes([gpu], 200 << 30) == 1
     assert align.default_processes([gpu], 1 << 30, chunks=3) == 3  # no worker without a chunk
     assert align.default_processes([gpu], 1 << 30, chunks=40) == 15
+    assert align.default_processes([gpu], 1 << 30, chunks=2000) == 22  # a large input: 1.5 a core
+    assert align.default_processes([gpu], 15 << 30, chunks=2000) == 5
     assert align.default_processes([gpu], 15 << 30, chunks=8) == 5
     assert align.default_processes([cpu], chunks=8) == 1
 
