@@ -16,8 +16,12 @@ import re
 import threading
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bowmap.errors import BowmapError, UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 NVIDIA_LIBRARY = "libnvidia-opencl.so.1"
 log = logging.getLogger("bowmap.devices")
