@@ -109,7 +109,8 @@ __kernel void fm_search(__global const uint *lines, const uint primary, const ui
 }
 
 /* The last read r (of reads) with first[r] <= i: the read whose run first[r] .. first[r + 1] - 1
- * holds i (reads with empty runs share their `first` with the next read, never the last one). */
+ * holds i (reads with empty runs share their `first` with the next read, never the last one).
+ * first[0] <= i; first[reads] need not exist (fm_locate_intervals' intervals end at count). */
 inline uint read_of(__global const uint *first, uint reads, uint i)
 {
     uint low = 0, high = reads;
@@ -192,14 +193,7 @@ __kernel void fm_locate_intervals(__global const uint *lines, const uint primary
     if (gid >= count)
         return;
     __global const uint *lo = starts, *before = starts + intervals;
-    uint low = 0, high = intervals;  /* before[low] <= gid < before[high] (before[intervals] = count) */
-    while (high - low > 1) {
-        uint middle = low + (high - low) / 2;
-        if (before[middle] <= gid)
-            low = middle;
-        else
-            high = middle;
-    }
+    uint low = read_of(before, intervals, gid);  /* before[low] <= gid < before[low + 1] (or count) */
     positions[gid] = locate_row(lines, primary, first_rows, marks, samples, lo[low] + (gid - before[low]));
 }
 
