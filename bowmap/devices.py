@@ -352,8 +352,8 @@ def wait_idle(queue) -> None:
 
     NVIDIA's OpenCL spins a CPU core through every wait: a blocking read, ``finish``, an event
     wait, and even a "non-blocking" copy from host memory queued behind kernels, which returns
-    only once they have run. Measured on an H200 behind a 39 ms kernel: 39 ms of CPU each, and
-    1.5 ms polling the queue's marker with sleeps. With a worker process a core, the spinning
+    only once they have run. Measured on an H200 behind a 48 ms kernel (bench/device_waits.py):
+    48-50 ms of CPU each, and 2.4 ms polling the queue's marker with sleeps. With a worker process a core, the spinning
     workers took the cores the others needed. So the blocking calls are preceded by this wait,
     and then find the queue empty. (A failed command ends the wait too: the call that follows
     raises its error.)"""
