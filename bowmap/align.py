@@ -255,7 +255,8 @@ WORKER_DEVICE_BYTES = 1 << 30
 # with 15 workers, 1.30 M with 24, 1.30-1.31 M with 31, 1.16 M with 40; but each worker's start
 # (its device context, its kernels' builds) costs the whole run time (2 M reads: 6.6 s with 15,
 # 9.2 s with 24), so 24 win only past about 30 M reads: hence one a core but one below
-# LARGE_INPUT_CHUNKS chunks (4 Gi bases at the default --chunk-bases), or where it is not known.
+# LARGE_INPUT_CHUNKS (reader.chunk_bound's count: about 25 M FASTQ reads of 150 bp at the default
+# --chunk-bases), or where it is not known; 1.5 times (cores - 1) above it (22 on 16 cores).
 WORKERS_PER_CORE = 1.5
 LARGE_INPUT_CHUNKS = 1024
 

@@ -333,11 +333,12 @@ class ReusedBuffer:
         return DeviceArray(self.upload(queue, array), array)
 
     def upload(self, queue, array):
-        """Copy ``array`` in (not blocking) and return the buffer. The in-order queue finishes
-        the copy before the caller's next blocking read, while the caller still holds ``array``."""
+        """Copy ``array`` in and return the buffer, after the queue's earlier commands have run
+        (:func:`wait_idle`: pyopencl waits for a copy from host memory when its event is dropped,
+        as here, and on NVIDIA that wait would spin)."""
         buffer = self.at_least(max(array.nbytes, 1))
         if array.nbytes:
-            wait_idle(queue)  # a copy queued behind kernels waits for them, spinning (see wait_idle)
+            wait_idle(queue)  # the copy's wait below then finds only the copy itself (see wait_idle)
             _opencl().enqueue_copy(queue, buffer, array, is_blocking=False)
         return buffer
 
@@ -351,21 +352,23 @@ def wait_idle(queue) -> None:
     """Wait, sleeping, until everything queued on ``queue`` has run.
 
     NVIDIA's OpenCL spins a CPU core through every wait: a blocking read, ``finish``, an event
-    wait, and even a "non-blocking" copy from host memory queued behind kernels, which returns
-    only once they have run. Measured on an H200 behind a 48 ms kernel (bench/device_waits.py):
-    48-50 ms of CPU each, and 2.4 ms polling the queue's marker with sleeps. With a worker process a core, the spinning
-    workers took the cores the others needed. So the blocking calls are preceded by this wait,
-    and then find the queue empty. (A failed command ends the wait too: the call that follows
-    raises its error.)"""
+    wait. A "non-blocking" copy from host memory waits too, once pyopencl drops its event (the
+    event's destructor waits for the copy, and so for every kernel queued before it). Measured
+    on an H200 behind a 48 ms kernel (bench/device_waits.py): 48-50 ms of CPU each, and 2.4 ms
+    polling the queue's marker with sleeps. With a worker process a core, the spinning workers
+    took the cores the others needed. So the blocking calls are preceded by this wait, and then
+    find the queue empty. A failed command raises BowmapError."""
     import time
 
     cl = _opencl()
     marker = cl.enqueue_marker(queue)
     queue.flush()
     pause = _FIRST_PAUSE_SECONDS
-    while marker.command_execution_status > 0:  # queued, submitted or running; 0: complete
+    while (status := marker.command_execution_status) > 0:  # queued, submitted or running; 0: complete
         time.sleep(pause)
         pause = min(2 * pause, _LONGEST_PAUSE_SECONDS)
+    if status < 0:
+        raise BowmapError(f"a device command failed (OpenCL status {status})")
 
 
 def read_back(queue, host, buffer, *more) -> None:

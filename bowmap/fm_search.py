@@ -66,6 +66,7 @@ class FMSearch:
         mf = cl.mem_flags
         context = device.context
         self._codes, self._offsets, self._lengths = (ReusedBuffer(context, mf.READ_ONLY) for _ in range(3))
+        self._sent_codes = ReusedBuffer(context, mf.READ_ONLY)  # send_codes': apart, so no search overwrites it
         self._rows = ReusedBuffer(context, mf.READ_ONLY)
         self._results = ReusedBuffer(context, mf.READ_WRITE)
         # seed_hits' scratch: seed_first, read offsets, taken, read_rows, crowded, read starts.
@@ -157,7 +158,7 @@ class FMSearch:
 
     def send_codes(self, codes) -> DeviceArray:
         """Pattern codes sent once for several :meth:`seed_hits` calls (a chunk's rounds)."""
-        return self._codes.send(self.queue, np.ascontiguousarray(codes, dtype=np.uint8))
+        return self._sent_codes.send(self.queue, np.ascontiguousarray(codes, dtype=np.uint8))
 
     def choose_seeds(self, results, seed_first: np.ndarray, max_occurrences: int, budget: int, seed_first_device=None):
         """The choose_seeds kernel on the SA intervals in device buffer ``results`` (fm_search's

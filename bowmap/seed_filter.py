@@ -517,8 +517,10 @@ class DeviceWindows:
         outputs = [self._outputs[0].at_least(4 * max(1, count))] + [staging.at_least(4 * slots) for staging in self._outputs[1:]]
         window_count = np.zeros(count, dtype=np.uint32)
         meta = np.zeros(count * self.limit, dtype=np.uint32)
-        if only is not None and (self._last is None or len(self._last[0]) != count):
-            raise ValueError("only: the reads of the latest run must be the same")
+        if only is not None and (len(only) != count or self._last is None or len(self._last[0]) != count):
+            raise ValueError("only: a mask of the reads of the latest run")
+        if any(isinstance(hits, DeviceHits) and len(hits.first_host) != count + 1 for hits in rounds):
+            raise ValueError("a round of hits on the device was made for another number of reads")
         mask = self._only.upload(self.queue, np.ascontiguousarray(only if only is not None else np.ones(1, bool), dtype=np.uint8))
         if count:
             global_size = -(-count // self._group) * self._group

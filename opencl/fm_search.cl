@@ -1,9 +1,11 @@
 /* fm_search.cl -- exact FM-index search and locate over one index block.
  *
- * Work-items: fm_search runs one work-item per pattern (a backward search of its bases, last to
- * first); fm_locate and fm_locate_intervals run one work-item per suffix-array row (LF steps
- * until a sampled row), given the rows or the SA intervals that hold them.
- * Both guard `gid < count`, so the global size may be rounded up to the work-group size.
+ * Work-items: fm_search and seed_search run one work-item per pattern (a backward search of its
+ * bases, last to first); fm_locate, fm_locate_intervals and locate_hits one per suffix-array row
+ * (LF steps until a sampled row), given the rows, the SA intervals that hold them, or the seeds
+ * choose_seeds (one work-item per read) took. Every kernel guards its count, so the global size
+ * may be rounded up to the work-group size. seed_search, choose_seeds and locate_hits make a
+ * round of seed hits for seed_windows.cl without the host (FMSearch.seed_hits).
  *
  * Buffers (layouts in bowmap/index_format.py):
  *   lines   uint[lines][16]  occurrence lines: 4 counts (A,C,G,T before the line), then 12 words
@@ -203,7 +205,9 @@ __kernel void fm_locate_intervals(__global const uint *lines, const uint primary
  * Read r's seeds are seed_first[r] .. seed_first[r + 1] - 1 and the same plus forward.
  * A seed is eligible when it occurs 1..max_occurrences times. Eligible seeds are taken in the
  * order (occurrences, seed number) while the occurrences of the eligible seeds before them sum
- * to less than budget: a read has a few tens of seeds, so each seed's sum is a plain loop.
+ * to less than budget: a read has a few tens of seeds, so each seed's sum is a plain loop
+ * (quadratic in the read's seeds: a 4096-base read's rescue seeds, every 4 bases, take about
+ * 4 M steps in one work-item; correct, and rare).
  * Out: taken[i] = the occurrences of seed i if taken, else 0; read_rows[r] = their sum;
  * crowded[r] = 1 when one of its seeds occurs but is not taken (too repetitive, or over budget). */
 __kernel void choose_seeds(__global const uint *results, __global const uint *seed_first, const uint reads,

@@ -1,7 +1,7 @@
 /* seed_windows.cl -- a chunk's seed hits -> each read's candidate windows, on the device.
  *
- * The device twin of SeedFilter._merge followed by SeedFilter._keep_best (bowmap/seed_filter.py,
- * the reference the tests compare with): the host only groups the hits by read.
+ * The device twin of SeedFilter._merge_on_host followed by SeedFilter._keep_best
+ * (bowmap/seed_filter.py, the reference the tests compare with).
  *
  * Work-items: one per read (gid < reads guarded, so the global size may be rounded up). The hits
  * come from `sources` (1..3) rounds of seeds, each grouped by read: read r owns hits
@@ -19,7 +19,7 @@
  *     bits, as the host checked), then a heap sort of the keys: hits in (strand, contig, diagonal) order, as the reference sorts.
  *  2. One pass makes the windows: a hit opens one when strand or contig changes, when its
  *     diagonal is more than MARGIN past the previous hit's, or when it falls in another bin of
- *     MARGIN + 1 diagonals counted from its chain's first hit (tandem repeats: see _merge).
+ *     MARGIN + 1 diagonals counted from its chain's first hit (tandem repeats: see _merge_on_host).
  *     A window runs from its first diagonal - MARGIN to its last + read length + MARGIN, clipped
  *     to the contig; its weight is the number of distinct read offsets among its hits (a bit
  *     set over the read's bases).

@@ -170,15 +170,16 @@ def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin
         hits = random_hits(rng, index, reads, lengths, high)
         # The same hits as one, two or three rounds on the device (grouped by read, or not).
         cuts = np.sort(rng.integers(0, len(hits[0]) + 1, 2))
-        for rounds in ([hits], [tuple(part) for part in zip(*(np.split(array, cuts[1:]) for array in hits))],
-                       [tuple(part) for part in zip(*(np.split(array, cuts) for array in hits))]):
-            on_device.device_windows.run(rounds, lengths)
-            support = on_device.device_windows.best_support()
-            got = on_device.device_windows.fetch()
         expected = on_host._merge_on_host(*hits, lengths)
         expected_support = np.zeros(reads, dtype=np.int64)
         np.maximum.at(expected_support, expected.read, expected.hits)
-        np.testing.assert_array_equal(support, expected_support)
+        for rounds in ([hits], [tuple(part) for part in zip(*(np.split(array, cuts[1:]) for array in hits))],
+                       [tuple(part) for part in zip(*(np.split(array, cuts) for array in hits))]):
+            on_device.device_windows.run(rounds, lengths)
+            np.testing.assert_array_equal(on_device.device_windows.best_support(), expected_support)
+            got = on_device.device_windows.fetch()
+            for name in Windows.FIELDS:
+                np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), err_msg=f"{name}, {len(rounds)} rounds")
         # Part of the hits first, then all of them for the reads of a mask only: the others
         # keep their first windows.
         part = tuple(array[: cuts[0]] for array in hits)
