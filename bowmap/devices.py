@@ -320,7 +320,6 @@ class ReusedBuffer:
         self.flags = cl.mem_flags.READ_WRITE if flags is None else flags
         self.buffer = None
         self.capacity = 0
-        self._pending: list = []  # events of queued copies in (see upload)
 
     def at_least(self, size: int):
         if size > self.capacity:
@@ -334,14 +333,13 @@ class ReusedBuffer:
         return DeviceArray(self.upload(queue, array), array)
 
     def upload(self, queue, array):
-        """Queue a copy of ``array`` in (not waited for) and return the buffer. The copy's event
-        is kept until the copy has run: pyopencl's event holds ``array`` and, dropped earlier,
-        would wait for the copy and every command queued before it (spinning, on NVIDIA: see
-        :func:`wait_idle`). Events of copies already run are let go at the next upload."""
+        """Copy ``array`` in and return the buffer, after the queue's earlier commands have run
+        (:func:`wait_idle`: pyopencl waits for a copy from host memory when its event is dropped,
+        as here, and on NVIDIA that wait would spin)."""
         buffer = self.at_least(max(array.nbytes, 1))
         if array.nbytes:
-            self._pending = [event for event in self._pending if event.command_execution_status > 0]
-            self._pending.append(_opencl().enqueue_copy(queue, buffer, array, is_blocking=False))
+            wait_idle(queue)  # the copy's wait below then finds only the copy itself (see wait_idle)
+            _opencl().enqueue_copy(queue, buffer, array, is_blocking=False)
         return buffer
 
 
