@@ -266,10 +266,10 @@ def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = N
     process may use but one (kept for reading and writing; WORKERS_PER_CORE as many on an input
     of LARGE_INPUT_CHUNKS or more), since the host's share of the work (seeds, windows, SAM text)
     and its waits for the device are what limit a GPU run, but no more than the devices' memory
-    holds (each process keeps its own copy of the index
-    there), nor than ``chunks``, a bound on the input's chunks where it is known (a worker with
-    no chunk would only make a device context, slowing the others' start); with CPU devices one,
-    since their kernels use every core already."""
+    holds (each process keeps its own copy of the index there), nor than ``chunks``, a bound on
+    the input's chunks where it is known (a worker with no chunk would only make a device
+    context, slowing the others' start); with CPU devices one, since their kernels use every
+    core already."""
     if not all(info.is_gpu for info in device_infos):
         return 1
     try:

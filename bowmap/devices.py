@@ -298,8 +298,7 @@ def open_devices(spec: str | None = None) -> list[DeviceContext]:
 
 class DeviceArray:
     """A host array sent to the device once (:meth:`ReusedBuffer.send`), given to kernel owners
-    in its place. The host array is kept while the queue may still copy from it, and must not
-    change meanwhile."""
+    in its place; ``host`` is the array sent (its length checks the calls' offsets)."""
 
     def __init__(self, buffer, host: np.ndarray):
         self.buffer = buffer

@@ -243,7 +243,7 @@ class DeviceHits:
     positions: object  # cl.Buffer, uint[count]
     tags: object  # cl.Buffer, uint[count]
     count: int
-    first_host: np.ndarray  # the uploaded ``first``: kept while the queue may still copy from it
+    first_host: np.ndarray  # ``first`` as uploaded (its length tells the reads it was made for)
 
 
 class HitBuffers:

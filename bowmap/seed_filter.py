@@ -210,7 +210,7 @@ class SeedFilter:
         one first-round seed gains the new seeds' support. ``joined``: see extract_seeds."""
         options = self.options
         lengths = np.diff(read_offsets)
-        on_device = self.device_windows is not None and self.device_windows.takes(lengths)
+        on_device = self._windows_on_device(lengths)
         joined = np.concatenate((codes, reverse_codes)) if joined is None else joined
         sent = self._send(joined, on_device)
         half_interval = options.seed_interval(lengths) // 2
@@ -245,6 +245,10 @@ class SeedFilter:
             windows = Windows(*(array[_by_read_strand_start(*combined[:3], self.index.total_length)] for array in combined))
         return windows
 
+    def _windows_on_device(self, lengths) -> bool:
+        """Whether reads of these lengths get their windows from the device (DeviceWindows.takes)."""
+        return self.device_windows is not None and self.device_windows.takes(lengths)
+
     def _send(self, joined, on_device: bool):
         """The chunk's seed codes on the device once for all its rounds, when hits are made there."""
         return self.searcher.send_codes(joined) if on_device and self._hit_buffers is not None else None
@@ -270,7 +274,7 @@ class SeedFilter:
         queue (a DeviceArray: the Smith-Waterman stage's copy of the chunk's reads)."""
         lengths = np.diff(read_offsets)
         seeds = extract_seeds(codes, reverse_codes, read_offsets, self.options, only=only, interval=self.options.rescue_interval, joined=joined)
-        if self.device_windows is not None and self.device_windows.takes(lengths):
+        if self._windows_on_device(lengths):
             hits, _ = self._round(seeds, len(lengths), 0, True, sent)
             self.device_windows.run([hits], lengths)
             return self.device_windows.fetch()
@@ -491,11 +495,6 @@ class DeviceWindows:
         """Whether reads of these lengths fit the compiled keys: the reader holds reads to the
         index's longest, so only callers that skip it (tests) meet the host path instead."""
         return int(np.max(lengths, initial=0)) <= self.longest_read
-
-    def __call__(self, rounds: list, lengths) -> Windows:
-        """Windows from rounds of hits: :meth:`run`, then :meth:`fetch`."""
-        self.run(rounds, lengths)
-        return self.fetch()
 
     def run(self, rounds: list, lengths, only=None) -> None:
         """The kernel over every read of ``lengths`` and its hits of ``rounds``; reads back the
