@@ -1,4 +1,4 @@
-"""Approximate string matching kernels (``bowmap.asm``) reproducing Table 1 of Man, Nakano and Ito.
+"""Approximate string matching kernels (``bowmap.modules.asm.kernels``) reproducing Table 1 of Man, Nakano and Ito.
 
 The paper's set-up: a text Y of n = 2^22 random 0/1 symbols, random 0/1 patterns X of m = 32 ...
 1024 symbols, Y cut into D pieces; time per method and the speedup over the sequential DP. (The
@@ -10,7 +10,7 @@ Commands:
   NVIDIA GPU:   python bench/asm.py --devices gpu          (the paper's sizes; ~1 minute)
 
 Per m, one run:
-1. Check: both kernels against the NumPy reference DP (``bowmap.references.asm``) on the first
+1. Check: both kernels against the NumPy reference DP (``bowmap.modules.asm.reference``) on the first
    --check-symbols symbols of Y (distance, end and the distance at every end), and the two kernels
    against each other on the whole of Y (distance and end). A mismatch stops the script.
 2. Time: device time of the DP kernel's event (profiling queue; the reduction over pieces adds a
@@ -94,9 +94,9 @@ def main() -> int:
 
     import pyopencl as cl
 
-    from bowmap.asm import ApproximateMatcher, Encoded, encode
-    from bowmap.devices import open_devices
-    from bowmap.references import asm as reference
+    from bowmap.modules.asm import reference
+    from bowmap.modules.asm.kernels import ApproximateMatcher, Encoded, encode
+    from bowmap.runtime.devices import open_devices
 
     lengths = [int(word) for word in args.lengths.split(",")]
     n = 1 << args.log2_n

@@ -1,4 +1,4 @@
-"""Closest substring kernels (``bowmap.closest_substring``) beside the sequential CPU version.
+"""Closest substring kernels (``bowmap.modules.closest_substring.kernels``) beside the sequential CPU version.
 
 One run builds planted-motif instances (fixed seed), checks every device method against the
 sequential reference, times each method and prints a table with the speedup over the sequential
@@ -23,7 +23,7 @@ Measurements (one warm-up, then the best of --repeat runs):
 * call: wall time of the library call: ``best_pitch`` (kernels + reading back the 8-byte best
   key), or ``exact_centre``; "whole" rows time ``closest_substring()`` end to end (packing,
   uploads, notes, root, scoring the root).
-* sequential: ``bowmap.references.closest_substring.chord_keys`` (NumPy, one pitch after another,
+* sequential: ``bowmap.modules.closest_substring.reference.chord_keys`` (NumPy, one pitch after another,
   vectorised over strings and windows; the method's sequential CPU version) on every pitch (about
   4 s for 1024 x 1024), or on the first --sequential-pitches pitches extrapolated linearly to all
   (every pitch costs the same; the row then says so). Its keys are compared with each kernel's
@@ -88,8 +88,8 @@ def _same(a, b) -> bool:
 
 
 def heuristic_case(device, queue, length, max_distance, args, rows):
-    from bowmap.closest_substring import ClosestSubstringSearch, closest_substring
-    from bowmap.references import closest_substring as reference
+    from bowmap.modules.closest_substring import reference
+    from bowmap.modules.closest_substring.kernels import ClosestSubstringSearch, closest_substring
 
     rng = np.random.default_rng(SEED + length)
     strings, _ = planted_instance(rng, args.strings, args.string_length, length, max_distance // 2)
@@ -125,13 +125,13 @@ def _summary(result):
 
 
 def exact_case(device, queue, args, rows):
-    from bowmap.closest_substring import (
+    from bowmap.modules.closest_substring import reference
+    from bowmap.modules.closest_substring.kernels import (
         ClosestSubstringSearch,
         closest_substring,
         decode,
         exact_key,
     )
-    from bowmap.references import closest_substring as reference
 
     length = args.exact_length
     rng = np.random.default_rng(SEED + 100 + length)
@@ -191,8 +191,8 @@ def main() -> int:
 
     import pyopencl as cl
 
-    from bowmap.devices import format_memory, open_devices
-    from bowmap.errors import BowmapError
+    from bowmap.runtime.devices import format_memory, open_devices
+    from bowmap.runtime.errors import BowmapError
 
     try:
         device = open_devices(args.devices)[0]

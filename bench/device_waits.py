@@ -1,6 +1,6 @@
 """How an OpenCL driver waits: CPU time of the calling thread while a ~50 ms kernel runs, for each
 way bowmap could wait. NVIDIA's driver spins a core through blocking calls (its CPU time equals
-the wall time); polling a marker with short sleeps (``bowmap.devices.wait_idle``) does not. A
+the wall time); polling a marker with short sleeps (``bowmap.runtime.devices.wait_idle``) does not. A
 non-blocking copy from host memory waits as well when its event is dropped: pyopencl's event
 waits for the copy as it goes. One table.
 
@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pyopencl as cl
 
-from bowmap.devices import open_devices, wait_idle
+from bowmap.runtime.devices import open_devices, wait_idle
 
 SOURCE = """
 __kernel void spin(__global uint *out, uint rounds) {

@@ -195,7 +195,7 @@ def bowmap_sources_sha() -> str:
 
 def bowmap_index_format() -> int | None:
     try:
-        from bowmap.index_format import FORMAT_VERSION
+        from bowmap.index.format import FORMAT_VERSION
     except ImportError:
         return None
     return FORMAT_VERSION

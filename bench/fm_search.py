@@ -1,4 +1,4 @@
-"""FM-index seed search and locate kernels (``bowmap.fm_search``) beside their random-access ceiling.
+"""FM-index seed search and locate kernels (``bowmap.align.fm_search``) beside their random-access ceiling.
 
 One run makes (or reuses) a synthetic genome and its one-block bowmap index under bench/work/,
 cuts read seeds from it, checks the kernels against the NumPy reference on a sample, times them
@@ -199,8 +199,8 @@ def write_fasta(path: Path, genome: np.ndarray) -> None:
 
 def genome_and_index(mbp: float) -> tuple[Path, float]:
     """FASTA and index prefix for this size (made if missing); the index build's seconds."""
-    from bowmap.errors import BowmapError
-    from bowmap.index_format import MANIFEST_SUFFIX
+    from bowmap.index.format import MANIFEST_SUFFIX
+    from bowmap.runtime.errors import BowmapError
 
     WORK.mkdir(parents=True, exist_ok=True)
     stem = f"synthetic_{mbp:g}mbp_v{GENOME_VERSION}_seed{GENOME_SEED}"
@@ -297,8 +297,8 @@ def benchmark(device, block, sa_sample, codes, offsets, lengths, args) -> tuple[
     """Check, then time search and locate on one device: (the table's rows, facts for the header)."""
     import pyopencl as cl
 
-    from bowmap.fm_search import DeviceBlock, FMSearch
-    from bowmap.references import fm_search as reference
+    from bowmap.align.fm_search import DeviceBlock, FMSearch
+    from bowmap.align.references import fm_search as reference
 
     queue = cl.CommandQueue(device.context, device.device, properties=cl.command_queue_properties.PROFILING_ENABLE)
     searcher = FMSearch(device, queue)
@@ -373,9 +373,9 @@ def main() -> int:
     if args.genome_mbp < 0.01 or args.seeds < 1 or args.repeat < 1 or args.check < 0 or args.read_length < SEED_LENGTHS[1]:
         parser.error("need --genome-mbp >= 0.01, --seeds >= 1, --repeat >= 1, --check >= 0, --read-length >= 22")
 
-    from bowmap.devices import format_memory, open_devices
-    from bowmap.errors import BowmapError
-    from bowmap.index import load_index
+    from bowmap.index.load import load_index
+    from bowmap.runtime.devices import format_memory, open_devices
+    from bowmap.runtime.errors import BowmapError
 
     try:
         if args.index:

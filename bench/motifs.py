@@ -1,4 +1,4 @@
-"""All-to-all motif comparison (``bowmap.motifs``) on real yeast upstream regions: table
+"""All-to-all motif comparison (``bowmap.modules.motifs.kernels``) on real yeast upstream regions: table
 construction and every comparison kernel, beside an all-cores CPU run of the same kernel.
 
 Commands:
@@ -157,7 +157,7 @@ def device_seconds(events) -> float:
 
 
 def rows_for_pairs(regions: int, pairs: int) -> int:
-    from bowmap.motifs import row_starts
+    from bowmap.modules.motifs.kernels import row_starts
 
     return int(np.clip(np.searchsorted(row_starts(regions), pairs), 1, regions))
 
@@ -186,8 +186,8 @@ def timed(comparer, kernel: str, rows, repeat: int, warm_up: bool = True):
 
 
 def check_sample(regions, scores, k: int, distance: int, sample: int, rng) -> None:
-    from bowmap.motifs import row_starts
-    from bowmap.references import motifs as reference
+    from bowmap.modules.motifs import reference
+    from bowmap.modules.motifs.kernels import row_starts
 
     n = len(regions)
     chosen = np.sort(rng.choice(n, size=min(sample, n), replace=False))
@@ -206,7 +206,7 @@ def numpy_rows(tables, rows: int, threads: int) -> np.ndarray:
     ``threads`` threads (NumPy's sort and search release the GIL)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from bowmap.motifs import level_config_ends, row_starts
+    from bowmap.modules.motifs.kernels import level_config_ends, row_starts
 
     n, buckets = tables.regions, tables.options.buckets
     ends = level_config_ends(tables.options.k, tables.options.distance)
@@ -244,7 +244,7 @@ def numpy_rows(tables, rows: int, threads: int) -> np.ndarray:
 def benchmark_k(k, regions, device, cpu_device, args, rng):
     import pyopencl as cl
 
-    from bowmap.motifs import (
+    from bowmap.modules.motifs.kernels import (
         MotifComparer,
         TableOptions,
         build_tables,
@@ -306,7 +306,7 @@ def benchmark_k(k, regions, device, cpu_device, args, rng):
         if not np.array_equal(numpy_scores, reference_scores[:, : numpy_scores.shape[1]]):
             raise BenchError(f"k={k}: the NumPy comparison differs from the device's")
         numpy_cpu = (numpy_scores.shape[1], seconds * total_pairs / numpy_scores.shape[1], rows >= n - 1)
-    from bowmap.motifs import pipelined_scores
+    from bowmap.modules.motifs.kernels import pipelined_scores
 
     timings = {}
     pipelined = pipelined_scores(codes, starts, lengths, options, device, "auto", timings=timings)
@@ -320,7 +320,7 @@ def sweep(k, regions, device, args) -> None:
     """Thread-to-pair's time on all pairs against the number of buckets a sub-table."""
     import pyopencl as cl
 
-    from bowmap.motifs import (
+    from bowmap.modules.motifs.kernels import (
         MotifComparer,
         TableOptions,
         build_tables,
@@ -382,10 +382,10 @@ def main() -> int:
 
 
 def run(args, ks, regions_path: Path) -> int:
-    from bowmap.devices import open_devices
-    from bowmap.errors import BowmapError
-    from bowmap.fasta import read_fasta
-    from bowmap.motifs import KERNELS, encode_sequence, pair_count, reverse_complement
+    from bowmap.modules.motifs.kernels import KERNELS, encode_sequence, pair_count, reverse_complement
+    from bowmap.runtime.devices import open_devices
+    from bowmap.runtime.errors import BowmapError
+    from bowmap.runtime.fasta import read_fasta
 
     unknown = [name for name in args.kernels if name not in KERNELS + (SCALAR_VARIANT,)]
     if unknown or not args.kernels or args.kernels[0] != "thread-to-pair":

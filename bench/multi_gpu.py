@@ -75,7 +75,7 @@ def main() -> int:
     if args.repeat < 2:
         parser.error("--repeat must be at least 2")
 
-    from bowmap.devices import list_devices, parse_device_spec
+    from bowmap.runtime.devices import list_devices, parse_device_spec
 
     devices = parse_device_spec(args.devices, list_devices())
     cores = sorted(os.sched_getaffinity(0))

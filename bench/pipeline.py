@@ -3,7 +3,7 @@ chunks, receiving and writing SAM text) and the worker processes' host work coul
 
 The GPU run of ``bowmap align`` is host-bound; this tells which host side binds it. One table:
 
-* ``parent``: ``bowmap.pipeline.run_processes`` over what ``bowmap align`` hands out (byte
+* ``parent``: ``bowmap.align.pipeline.run_processes`` over what ``bowmap align`` hands out (byte
   ranges of an uncompressed FASTQ, which the workers read and parse) with workers that answer
   each chunk at once with SAM-sized text (--sam-bytes a read): the parent's ceiling in reads/s,
   with its CPU time (all its threads) a read. ``parent-parsing``: the same with the parent
@@ -37,7 +37,7 @@ class InstantWorker:
         self.sam_bytes = sam_bytes
 
     def __call__(self, rank: int):
-        from bowmap.reader import as_chunk
+        from bowmap.align.reads import as_chunk
 
         def answer(chunk):
             chunk = as_chunk(chunk)  # a byte range is read and parsed by the worker, as in align
@@ -47,8 +47,8 @@ class InstantWorker:
 
 
 def parent_ceiling(reads: str, processes: int, sam_bytes: int, chunk_bases: int, ranges: bool) -> tuple[int, float, float]:
-    from bowmap.pipeline import run_processes
-    from bowmap.reader import input_chunks, read_chunks
+    from bowmap.align.pipeline import run_processes
+    from bowmap.align.reads import input_chunks, read_chunks
 
     count = [0]
     with open(os.devnull, "wb") as sink:
@@ -72,12 +72,13 @@ def _worker_rate(arguments) -> tuple[int, float]:
     index, reads, chunks, chunk_bases, start_line = arguments
     import itertools
 
-    from bowmap.align import AlignOptions, ProcessWorker
-    from bowmap.reader import read_chunks
-    from bowmap.smith_waterman import Scoring
+    from bowmap.align.options import AlignOptions
+    from bowmap.align.reads import read_chunks
+    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.workers import ProcessWorker
 
     options = AlignOptions(index=index, reads=reads)
-    from bowmap.devices import list_devices, parse_device_spec
+    from bowmap.runtime.devices import list_devices, parse_device_spec
 
     device = parse_device_spec(None, list_devices())[0]
     stages = ProcessWorker(options, Scoring(), [device], 1)(0)
@@ -142,7 +143,7 @@ def main() -> None:
         reads = int(total[-1].split("]")[1].split()[0]) if total else 0
         note = ""
         if first:
-            from bowmap.reader import as_chunk, input_chunks
+            from bowmap.align.reads import as_chunk, input_chunks
 
             after = float(first[-1].split("after")[1].split()[0])
             later = reads - as_chunk(next(input_chunks(args.reads, args.chunk_bases, 1 << 16))).count

@@ -1,4 +1,4 @@
-"""k-difference primer kernels (``bowmap.primers``) on homologous sequences, beside the sequential
+"""k-difference primer kernels (``bowmap.modules.primers.kernels``) on homologous sequences, beside the sequential
 references.
 
 Commands:
@@ -28,7 +28,7 @@ What is measured, on one device (warm-up run first, then the best of --repeat ru
   checks it against the sequential Landau-Vishkin reference only.
 * comparisons: symbol comparisons of alpha against beta, counted exactly as the sequential
   Landau-Vishkin reference counts them (the test suite checks they are equal).
-* sequential: the NumPy references (``bowmap.references.primers``; vectorised across diagonals
+* sequential: the NumPy references (``bowmap.modules.primers.reference``; vectorised across diagonals
   or across a DP row, not a C program) on the first --sequential-starts starts only (the whole
   would take hours); their lengths and per-start comparisons are checked against the kernels'
   on that slice, and their time per start is extrapolated to all the starts the kernels solved.
@@ -136,8 +136,8 @@ def time_kernel(search, alpha, beta, options, repeat: int):
 def run_case(device, name: str, alpha, beta, k: int, starts: int | None, args) -> list[tuple]:
     import pyopencl as cl
 
-    from bowmap.primers import PrimerOptions, PrimerSearch
-    from bowmap.references import primers as reference
+    from bowmap.modules.primers import reference
+    from bowmap.modules.primers.kernels import PrimerOptions, PrimerSearch
 
     queue = cl.CommandQueue(device.context, device.device, properties=cl.command_queue_properties.PROFILING_ENABLE)
     search = PrimerSearch(device, queue)
@@ -228,8 +228,8 @@ def main() -> int:
     if args.repeat < 1 or args.sequential_starts < 1:
         parser.error("--repeat and --sequential-starts must be at least 1")
 
-    from bowmap.devices import open_devices
-    from bowmap.errors import BowmapError
+    from bowmap.runtime.devices import open_devices
+    from bowmap.runtime.errors import BowmapError
 
     try:
         device = open_devices(args.devices)[0]

@@ -1,4 +1,4 @@
-"""Smith-Waterman kernels (``bowmap.smith_waterman``) in GCUPS beside the device's integer ceiling.
+"""Smith-Waterman kernels (``bowmap.align.smith_waterman``) in GCUPS beside the device's integer ceiling.
 
 For each read length (100, 150, 250) the script makes --pairs (read, window) pairs: a random
 window of read length + 2 x 64 bases and a read copied from its middle with 2% substitutions
@@ -72,7 +72,7 @@ def subset(arrays, count: int):
 def peak_gops(device, given: float | None) -> tuple[float | None, str]:
     if given is not None:
         return given, "--peak-gops"
-    from bowmap.devices import nvidia_compute_capability
+    from bowmap.runtime.devices import nvidia_compute_capability
 
     handle = device.device
     clock_ghz = handle.max_clock_frequency / 1000
@@ -130,10 +130,10 @@ def main() -> int:
 
     import pyopencl as cl
 
-    from bowmap.devices import format_memory, open_devices
-    from bowmap.errors import BowmapError
-    from bowmap.references import smith_waterman as reference
-    from bowmap.smith_waterman import Scoring, SmithWaterman
+    from bowmap.align.references import smith_waterman as reference
+    from bowmap.align.smith_waterman import Scoring, SmithWaterman
+    from bowmap.runtime.devices import format_memory, open_devices
+    from bowmap.runtime.errors import BowmapError
 
     try:
         for device in open_devices(args.devices):

@@ -16,7 +16,7 @@ import sys
 import threading
 
 from bowmap import __version__, commands
-from bowmap.errors import BowmapError, UsageError
+from bowmap.runtime.errors import BowmapError, UsageError
 
 log = logging.getLogger("bowmap")
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from bowmap.errors import UsageError
-from bowmap.index_format import (
+from bowmap.index.format import (
     BASES_PER_LINE,
     MAX_BLOCK_BASES,
     WORDS_PER_LINE,
     index_bytes_per_base,
 )
+from bowmap.runtime.errors import UsageError
 
 # The share of device memory an index block may take; the rest is for the align stage's buffers
 # (reads, seeds, candidate windows, Smith-Waterman scores) of several command queues.

@@ -22,8 +22,7 @@ from bowmap.index_builder.fasta import read_reference
 from bowmap.index_builder.fm_block import build_block
 
 from bowmap import __version__
-from bowmap.errors import BowmapError
-from bowmap.index_format import (
+from bowmap.index.format import (
     AMBIGUOUS,
     DEFAULT_MAX_READ_LENGTH,
     DEFAULT_SA_SAMPLE,
@@ -33,8 +32,9 @@ from bowmap.index_format import (
     SEAM_MARGIN,
     pack_2bit,
 )
+from bowmap.runtime.errors import BowmapError
 
-log = logging.getLogger("bowmap.index")
+log = logging.getLogger("bowmap.index.load")
 
 # Seed of the pseudo-random bases that stand in for ambiguous ones in the indexed text (as BWA
 # does): random rather than a constant base, so long N runs make no huge poly-A SA intervals.
@@ -48,7 +48,7 @@ class IndexOptions:
     reference: str
     prefix: str
     # Global memory of the smallest target device and the largest buffer it allows; None: ask
-    # the OpenCL devices that ``devices`` selects (see bowmap.devices.parse_device_spec).
+    # the OpenCL devices that ``devices`` selects (see bowmap.runtime.devices.parse_device_spec).
     device_memory: int | None = None
     max_allocation: int | None = None
     devices: str | None = None
@@ -128,7 +128,7 @@ def _device_limits(options: IndexOptions, total: int) -> tuple[int, int]:
         # OpenCL driver (PoCL brings LLVM) would cost more memory than indexing a small genome.
         log.info("the whole index fits any OpenCL device: one block, no device query")
         return GUARANTEED_MEMORY, GUARANTEED_MEMORY
-    from bowmap.devices import list_devices, parse_device_spec
+    from bowmap.runtime.devices import list_devices, parse_device_spec
 
     # Only the devices' memory matters here: no kernel is built, so no build probe.
     selected = parse_device_spec(options.devices, list_devices(), builds=lambda info: True)

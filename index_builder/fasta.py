@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.errors import BowmapError
-from bowmap.fasta import invalid_symbol_error, read_fasta
-from bowmap.index_format import AMBIGUOUS, ENCODE, INVALID
+from bowmap.index.format import AMBIGUOUS, ENCODE, INVALID
+from bowmap.runtime.errors import BowmapError
+from bowmap.runtime.fasta import invalid_symbol_error, read_fasta
 
 # SAM's rule for reference names (SAM v1 specification, section 1.2.1).
 _SAM_NAME = re.compile(rb"[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*")

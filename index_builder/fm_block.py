@@ -7,14 +7,14 @@ from dataclasses import dataclass
 import numpy as np
 import pydivsufsort
 
-from bowmap.index_format import build_marks, build_occ_lines
+from bowmap.index.format import build_marks, build_occ_lines
 
 _CHUNK = 1 << 20  # suffix-array entries per step: temporaries of ~10 MB
 
 
 @dataclass
 class BlockArrays:
-    """Host arrays of one block, laid out as :mod:`bowmap.index_format` describes."""
+    """Host arrays of one block, laid out as :mod:`bowmap.index.format` describes."""
 
     length: int  # n, bases in the block
     primary: int  # BWT row whose symbol is "$" (the row of the suffix starting at 0)

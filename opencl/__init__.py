@@ -1,5 +1,9 @@
 """OpenCL C kernel sources of bowmap, shipped as package data (``bowmap.opencl``).
 
-Each ``.cl`` file has exactly one Python owner module in ``bowmap``, which builds it through
-:func:`bowmap.devices.DeviceContext.program` and is the only code that launches its kernels.
+Grouped as the Python code is: ``align/`` (FM search, seed windows, Smith-Waterman; owners in
+:mod:`bowmap.align`) and ``modules/`` (the extra kernel modules; owners in :mod:`bowmap.modules`).
+Each ``.cl`` file has exactly one Python owner module, which builds it through
+:func:`bowmap.runtime.devices.DeviceContext.program` (by its path here, ``"align/fm_search.cl"``)
+and is the only code that launches its kernels. ``#include "x.h"`` names a header beside the
+including file.
 """

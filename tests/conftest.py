@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from bowmap.index_builder.build import IndexOptions, build_index
 
-from bowmap.index import load_index
+from bowmap.index.load import load_index
 
 BASES = np.frombuffer(b"ACGT", dtype=np.uint8)
 
@@ -20,7 +20,7 @@ DEVICE_SPECS = os.environ.get("BOWMAP_TEST_DEVICES", "cpu").split(";")
 
 @pytest.fixture(scope="session", params=DEVICE_SPECS)
 def device(request):
-    from bowmap.devices import open_devices
+    from bowmap.runtime.devices import open_devices
 
     return open_devices(request.param)[0]
 

@@ -8,7 +8,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from bowmap.errors import BowmapError
+from bowmap.runtime.errors import BowmapError
 
 
 @dataclass
@@ -132,7 +132,7 @@ class GatedSquares:
     folder: str
 
     def __call__(self, rank: int):
-        from bowmap.pipeline import start_gate
+        from bowmap.align.pipeline import start_gate
 
         with start_gate():
             entered = time.monotonic()

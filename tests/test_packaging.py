@@ -19,16 +19,15 @@ def test_wheel_contains_and_finds_the_kernel_sources(tmp_path):
     target = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True)
     probe = (
-        "import bowmap.devices, bowmap.index_builder.build, pathlib;"
-        "print(bowmap.devices.__file__);"
-        "print(bowmap.devices.kernel_source('fm_search.cl').count('__kernel'))"
+        "import bowmap.runtime.devices, bowmap.index_builder.build, pathlib;"
+        "print(bowmap.runtime.devices.__file__);"
+        "print(bowmap.runtime.devices.kernel_source('align/fm_search.cl').count('__kernel'))"
     )
     environment = {**os.environ, "PYTHONPATH": str(target)}
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=environment, check=True)
     module_path, kernels = result.stdout.split()
     assert Path(module_path).is_relative_to(target)  # the installed copy, not the checkout
     assert int(kernels) == 6  # fm_search, seed_search, fm_locate, fm_locate_intervals, choose_seeds, locate_hits
-    for pattern in ("*.cl", "*.h"):  # kernel sources and the headers they include
-        assert sorted(path.name for path in (target / "bowmap" / "opencl").glob(pattern)) == sorted(
-            path.name for path in (ROOT / "opencl").glob(pattern)
-        )
+    for pattern in ("*/*.cl", "*/*.h"):  # kernel sources and the headers they include, in align/ and modules/
+        shipped = sorted(str(path.relative_to(target / "bowmap" / "opencl")) for path in (target / "bowmap" / "opencl").glob(pattern))
+        assert shipped == sorted(str(path.relative_to(ROOT / "opencl")) for path in (ROOT / "opencl").glob(pattern)) and shipped

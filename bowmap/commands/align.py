@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from bowmap.commands.options import add_devices_option
-from bowmap.errors import UsageError
+from bowmap.runtime.errors import UsageError
 
 
 def add_parser(subparsers):
@@ -52,9 +52,10 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from bowmap.align import AlignOptions, run_align
-    from bowmap.seed_filter import SeedOptions
-    from bowmap.smith_waterman import Scoring
+    from bowmap.align.options import AlignOptions
+    from bowmap.align.run import run_align
+    from bowmap.align.seeds import SeedOptions
+    from bowmap.align.smith_waterman import Scoring
 
     if args.processes is not None and args.processes < 1:
         raise UsageError("--processes must be at least 1")

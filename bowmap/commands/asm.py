@@ -9,9 +9,9 @@ import tempfile
 import time
 
 from bowmap.commands.options import add_devices_option
-from bowmap.errors import BowmapError, UsageError
+from bowmap.runtime.errors import BowmapError, UsageError
 
-log = logging.getLogger("bowmap.asm")
+log = logging.getLogger("bowmap.modules.asm.kernels")
 
 BEST_HEADER = "#pattern\ttext\tdistance\tstart\tend\t(positions 1-based, inclusive)"
 ALL_HEADER = "#pattern\ttext\tend\tdistance\t(end 1-based, inclusive)"
@@ -90,9 +90,9 @@ def _write(path: str | None, chunks) -> None:
 
 def run(args) -> int:
     _check_options(args)
-    from bowmap.asm import ApproximateMatcher, approximate_match, distance_slices
-    from bowmap.devices import open_devices
-    from bowmap.fasta import read_fasta
+    from bowmap.modules.asm.kernels import ApproximateMatcher, approximate_match, distance_slices
+    from bowmap.runtime.devices import open_devices
+    from bowmap.runtime.fasta import read_fasta
 
     patterns = read_fasta(args.patterns)
     texts = read_fasta(args.texts)

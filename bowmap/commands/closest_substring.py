@@ -9,11 +9,11 @@ import tempfile
 import time
 
 from bowmap.commands.options import add_devices_option
-from bowmap.errors import BowmapError, UsageError
+from bowmap.runtime.errors import BowmapError, UsageError
 
 log = logging.getLogger("bowmap")
 
-METHODS = ("s-gpu", "pp-gpu", "sequential")  # as bowmap.closest_substring.METHODS; kept here so --help imports nothing heavy
+METHODS = ("s-gpu", "pp-gpu", "sequential")  # as bowmap.modules.closest_substring.kernels.METHODS; kept here so --help imports nothing heavy
 MAX_EXACT_LENGTH = 14
 
 
@@ -46,8 +46,8 @@ def read_sequences(path: str, length: int, alphabet: str):
     """Records of ``path`` as code arrays, with one-line errors naming file, line and record."""
     import numpy as np
 
-    from bowmap.closest_substring import encode, symbol_codes
-    from bowmap.fasta import invalid_symbol_error, read_fasta
+    from bowmap.modules.closest_substring.kernels import encode, symbol_codes
+    from bowmap.runtime.fasta import invalid_symbol_error, read_fasta
 
     records = read_fasta(path, unique_names=False)
     if len(records) < 2:
@@ -91,7 +91,7 @@ def format_tsv(result, names) -> str:
 
 
 def format_text(result, names, sequences) -> str:
-    from bowmap.closest_substring import decode
+    from bowmap.modules.closest_substring.kernels import decode
 
     reports = [("root", result.root), ("pitch", result.pitch)] + ([("exact", result.exact)] if result.exact else [])
     lines = [
@@ -150,7 +150,7 @@ def write_output(path: str | None, text: str) -> None:
 
 
 def run(args) -> int:
-    from bowmap.closest_substring import closest_substring
+    from bowmap.modules.closest_substring.kernels import closest_substring
 
     if args.length < 1:
         raise UsageError(f"-L {args.length}: must be at least 1")
@@ -164,7 +164,7 @@ def run(args) -> int:
     names, sequences = read_sequences(args.sequences, args.length, args.alphabet)
     device = None
     if args.method != "sequential" or args.exact:
-        from bowmap.devices import open_devices
+        from bowmap.runtime.devices import open_devices
 
         device = open_devices(args.devices)[0]
     result = closest_substring(sequences, args.length, args.max_distance, args.alphabet, args.method, args.exact, device, names)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from bowmap.commands.options import add_devices_option
-from bowmap.errors import BowmapError
+from bowmap.runtime.errors import BowmapError
 
 log = logging.getLogger("bowmap")
 
@@ -17,7 +17,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from bowmap.devices import (
+    from bowmap.runtime.devices import (
         build_problem,
         format_memory,
         list_devices,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 from bowmap.commands.options import add_devices_option
-from bowmap.errors import UsageError
-from bowmap.index_format import DEFAULT_MAX_READ_LENGTH, DEFAULT_SA_SAMPLE
+from bowmap.index.format import DEFAULT_MAX_READ_LENGTH, DEFAULT_SA_SAMPLE
+from bowmap.runtime.errors import UsageError
 
 
 def add_parser(subparsers):
@@ -44,8 +44,8 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from bowmap.devices import parse_memory
     from bowmap.index_builder.build import IndexOptions, build_index
+    from bowmap.runtime.devices import parse_memory
 
     if args.sa_sample < 1:
         raise UsageError(f"--sa-sample {args.sa_sample}: must be at least 1")

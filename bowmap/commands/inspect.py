@@ -10,7 +10,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from bowmap.index import load_index
+    from bowmap.index.load import load_index
 
     index = load_index(args.prefix)
     parameters = index.manifest["parameters"]

@@ -11,9 +11,9 @@ import tempfile
 import time
 
 from bowmap.commands.options import add_devices_option
-from bowmap.errors import BowmapError, UsageError
+from bowmap.runtime.errors import BowmapError, UsageError
 
-log = logging.getLogger("bowmap.motifs")
+log = logging.getLogger("bowmap.modules.motifs.kernels")
 
 IUPAC = b"ACGTURYKMSWBDHVN"
 KERNEL_CHOICES = ("auto", "thread-to-pair", "thread-to-pair-hash", "sequential-bucket", "warp-to-bucket", "thread-to-bucket")
@@ -59,7 +59,7 @@ def add_parser(subparsers):
 
 
 def _options(args):
-    from bowmap.motifs import TableOptions
+    from bowmap.modules.motifs.kernels import TableOptions
 
     if not 1 <= args.k <= 20:
         raise UsageError(f"-k {args.k}: must be 1..20")
@@ -77,7 +77,7 @@ def _options(args):
 
 
 def _weights(text, distance: int) -> list[float]:
-    from bowmap.motifs import default_weights
+    from bowmap.modules.motifs.kernels import default_weights
 
     if text is None:
         return default_weights(distance)
@@ -96,8 +96,8 @@ def read_regions(path: str, strands: str):
     """(names, code arrays) of the regions of ``path`` for ``strands``."""
     import numpy as np
 
-    from bowmap.fasta import invalid_symbol_error, read_fasta
-    from bowmap.motifs import encode_sequence, reverse_complement
+    from bowmap.modules.motifs.kernels import encode_sequence, reverse_complement
+    from bowmap.runtime.fasta import invalid_symbol_error, read_fasta
 
     valid = np.zeros(256, dtype=bool)
     valid[list(IUPAC + IUPAC.lower())] = True
@@ -133,7 +133,7 @@ def write_edges(handle, names, scores, weights, min_weight: float) -> int:
     ``min_weight``, in packed pair order; returns the number of edges."""
     import numpy as np
 
-    from bowmap.motifs import edge_weights, pair_indexes
+    from bowmap.modules.motifs.kernels import edge_weights, pair_indexes
 
     levels, pairs = scores.shape
     handle.write(("#gene_i\tgene_j\t" + "\t".join(f"S_{delta}" for delta in range(levels)) + "\tweight\n").encode())
@@ -160,13 +160,13 @@ def write_edges(handle, names, scores, weights, min_weight: float) -> int:
 def run(args) -> int:
     import numpy as np
 
-    from bowmap.devices import open_devices
-    from bowmap.motifs import (
+    from bowmap.modules.motifs.kernels import (
         concatenate_regions,
         dense_matrix,
         edge_weights,
         pipelined_scores,
     )
+    from bowmap.runtime.devices import open_devices
 
     options = _options(args)
     weights = _weights(args.weights, args.distance)

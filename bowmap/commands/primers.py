@@ -20,7 +20,7 @@ def _positive(text: str) -> int:
 
 
 def add_parser(subparsers):
-    from bowmap.primers import METHODS, PARALLELISMS
+    from bowmap.modules.primers.kernels import METHODS, PARALLELISMS
 
     primers = subparsers.add_parser(
         "primers",
@@ -62,8 +62,8 @@ def _read_sequence(path: str, concat: bool):
     """(name, uppercase bytes) of the file's sequence; letters A-Z only (case-insensitive)."""
     import numpy as np
 
-    from bowmap.errors import BowmapError
-    from bowmap.fasta import invalid_symbol_error, read_fasta
+    from bowmap.runtime.errors import BowmapError
+    from bowmap.runtime.fasta import invalid_symbol_error, read_fasta
 
     records = read_fasta(path, unique_names=False)
     if len(records) > 1 and not concat:
@@ -90,10 +90,10 @@ def run(args) -> int:
 
     import numpy as np
 
-    from bowmap.errors import BowmapError
-    from bowmap.primers import PrimerOptions, PrimerSearch, check_options, solutions
+    from bowmap.modules.primers.kernels import PrimerOptions, PrimerSearch, check_options, solutions
+    from bowmap.runtime.errors import BowmapError
 
-    log = logging.getLogger("bowmap.primers")
+    log = logging.getLogger("bowmap.modules.primers.kernels")
     options = PrimerOptions(k=args.k, method=args.method, parallelism=args.parallelism)
     check_options(options)
     if args.output not in (None, "-"):
@@ -104,12 +104,12 @@ def run(args) -> int:
     _, beta = _read_sequence(args.beta, args.concat)
     started = time.perf_counter()
     if args.parallelism == "sequential":
-        from bowmap.references.primers import solve
+        from bowmap.modules.primers.reference import solve
 
         lengths, comparisons = solve(alpha, beta, args.k, args.method)
         where = "the host (sequential)"
     else:
-        from bowmap.devices import open_devices
+        from bowmap.runtime.devices import open_devices
 
         device = open_devices(args.devices)[0]
         lengths, comparisons = PrimerSearch(device).find(alpha, beta, options)

@@ -1,0 +1,30 @@
+"""The options of `bowmap align`, one dataclass built by the CLI; nothing below the CLI reads argv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bowmap.align.seeds import SeedOptions
+
+
+@dataclass
+class AlignOptions:
+    """Everything `bowmap align` needs; built by the CLI."""
+
+    index: str
+    reads: str
+    output: str | None = None  # None or "-": stdout; *.bam: BAM
+    devices: str | None = None
+    queues_per_device: int | None = None  # None: 2 with one process, 1 a worker process
+    processes: int | None = None  # worker processes; None: see default_processes
+    end_to_end: bool = False
+    seed: SeedOptions = field(default_factory=SeedOptions)
+    scoring: object = None  # bowmap.align.smith_waterman.Scoring; None: its defaults
+    min_score: int | None = None  # None: see minimum_scores
+    write_unaligned: bool = True
+    read_group: tuple[str, list[str]] | None = None
+    chunk_bases: int = 4 << 20
+    serial: bool = False  # debugging: no threads, one device queue
+    progress: bool = False
+    command_line: str = ""

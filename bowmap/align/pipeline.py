@@ -1,0 +1,423 @@
+"""Threads and queues only: the reader, the stage workers and the writer of `bowmap align`.
+
+The work itself lives in plain functions of a chunk (seed/filter, Smith-Waterman, formatting),
+so :func:`run_serial` can call them without threads (for debugging, and as the reference the
+threaded run must match byte for byte).
+
+    reader ──▶ stage 1 workers ──▶ stage 2 workers ──▶ writer (input order)
+
+Each worker is a callable owning its own device queue and buffers. Queues are bounded, so
+memory stays flat whatever the input size. The first exception in any thread stops every thread
+promptly and is raised again in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+_END = object()  # end-of-stream marker, passed on by every stage
+_POLL_SECONDS = 0.1
+
+
+class _Stop(Exception):
+    """Raised inside a thread when another thread failed: unwind quietly."""
+
+
+class _Run:
+    def __init__(self):
+        self.failed = threading.Event()
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+
+    def fail(self, error: BaseException) -> None:
+        with self.lock:
+            if self.error is None:
+                self.error = error
+        self.failed.set()
+
+    def put(self, channel: queue.Queue, item) -> None:
+        while True:
+            if self.failed.is_set():
+                raise _Stop
+            try:
+                channel.put(item, timeout=_POLL_SECONDS)
+                return
+            except queue.Full:
+                continue
+
+    def get(self, channel: queue.Queue):
+        while True:
+            if self.failed.is_set():
+                raise _Stop
+            try:
+                return channel.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                continue
+
+    def thread(self, target, *args) -> threading.Thread:
+        def body():
+            try:
+                target(*args)
+            except _Stop:
+                pass
+            except BaseException as error:  # noqa: BLE001 - carried to the caller's thread
+                self.fail(error)
+
+        return threading.Thread(target=body, daemon=True)
+
+
+def run_serial(chunks: Iterable, stages: list[Callable], write: Callable) -> None:
+    """The same work as :func:`run_threaded`, in this thread, one chunk at a time."""
+    for chunk in chunks:
+        for stage in stages:
+            chunk = stage(chunk)
+        write(chunk)
+
+
+def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable, queue_size: int = 4) -> None:
+    """Run ``chunks`` through each stage's workers (one thread per worker) and hand the results
+    to ``write`` in input order. Chunks must have a ``number`` attribute (0, 1, 2, ...) that
+    results keep (``(number, result)`` pairs travel between stages)."""
+    run = _Run()
+    channels = [queue.Queue(maxsize=queue_size) for _ in range(len(stages) + 1)]
+    # Chunks in flight, queued or held by the writer until the ones before them are written: a
+    # bound, so one slow chunk cannot make finished ones pile up in the writer's memory.
+    in_flight = threading.Semaphore(queue_size * (len(stages) + 1) + sum(len(workers) for workers in stages))
+
+    def read():
+        for chunk in chunks:
+            while not in_flight.acquire(timeout=_POLL_SECONDS):
+                if run.failed.is_set():
+                    raise _Stop
+            run.put(channels[0], (chunk.number, chunk))
+        for _ in stages[0]:
+            run.put(channels[0], _END)
+
+    def work(stage: int, worker: Callable, done: list[int]):
+        source, target = channels[stage], channels[stage + 1]
+        while (item := run.get(source)) is not _END:
+            number, data = item
+            run.put(target, (number, worker(data)))
+        with run.lock:
+            done[0] += 1
+            last = done[0] == len(stages[stage])
+        if last:  # the stage's last worker passes one marker to each worker downstream
+            for _ in stages[stage + 1] if stage + 1 < len(stages) else [None]:
+                run.put(target, _END)
+
+    def write_in_order():
+        waiting, next_number = {}, 0
+        while (item := run.get(channels[-1])) is not _END:
+            waiting[item[0]] = item[1]
+            while next_number in waiting:
+                write(waiting.pop(next_number))
+                in_flight.release()
+                next_number += 1
+        if waiting:
+            raise RuntimeError(f"pipeline lost chunks before {min(waiting)}")
+
+    threads = [run.thread(read)]
+    for stage, workers in enumerate(stages):
+        done = [0]
+        threads += [run.thread(work, stage, worker, done) for worker in workers]
+    threads.append(run.thread(write_in_order))
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                if run.failed.is_set() and thread is threads[0]:
+                    break  # the reader may be blocked on its input: a daemon, left behind
+                thread.join(_POLL_SECONDS)
+    except KeyboardInterrupt:
+        run.fail(KeyboardInterrupt())
+        # Workers notice within a poll; a reader blocked on input (a terminal, a pipe) may not
+        # return at all: it is a daemon thread and must not hold the exit up.
+        for thread in threads:
+            thread.join(1.0)
+    if run.error is not None:
+        raise run.error
+
+
+# ------------------------------------------------------------------------------------ processes
+
+
+def _inbox_items(inbox, stop: threading.Event | None = None):
+    """(number, chunk) items from a worker's inbox until the end marker. Waits in short polls:
+    it ends (as if at the end) when ``stop`` is set, and exits the process when the parent has
+    died (a parent killed without clean-up must not leave workers holding device contexts)."""
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    while True:
+        try:
+            item = inbox.get(timeout=_POLL_SECONDS * 5)
+        except queue.Empty:
+            if stop is not None and stop.is_set():
+                return
+            if parent is not None and not parent.is_alive():
+                os._exit(1)
+            continue
+        if item is None:
+            return
+        yield item
+
+
+def _threaded_worker(stages: list[list[Callable]], inbox, send) -> None:
+    """One worker process's chunks through :func:`run_threaded` (several queue pairs in one
+    process: one thread's host work overlaps another's wait for the device). Chunks are
+    renumbered in the order this process receives them, results sent with their own numbers."""
+    import collections
+    import dataclasses
+
+    numbers: collections.deque = collections.deque()
+    stop = threading.Event()  # set when run_threaded fails: its reader must not wait on the inbox
+
+    def chunks():
+        for local, (number, chunk) in enumerate(_inbox_items(inbox, stop)):
+            numbers.append(number)
+            yield dataclasses.replace(chunk, number=local)
+
+    try:
+        run_threaded(chunks(), stages, lambda result: send(("result", numbers.popleft(), result)))
+    finally:
+        stop.set()
+
+
+def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None) -> None:
+    """A worker process's body: ``start_worker(rank)`` makes the callable that turns a chunk into
+    its result, or the stages' workers (lists of callables, applied in turn; with several
+    workers a stage they run in threads); chunks come from ``inbox`` until the end marker,
+    results go to the ``results`` connection, this worker's own. ``gate`` (a semaphore shared
+    by the run's workers) is what :func:`start_gate` holds."""
+    import signal
+    import traceback
+
+    from bowmap.runtime.errors import BowmapError
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and ends its workers
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked while starting
+    number = -1
+    # A sender thread writes the results to the pipe, so the worker goes on with its next chunk
+    # while the parent is still reading the last one (two results at most wait, memory stays flat).
+    outgoing: queue.Queue = queue.Queue(maxsize=2)
+
+    def pump():
+        try:
+            while (message := outgoing.get()) is not None:
+                kind, number, payload = message
+                if kind == "result" and isinstance(payload, tuple) and payload and isinstance(payload[0], bytes):
+                    # A result led by its text (SAM): the text goes as raw bytes after a small
+                    # header, so neither side copies it into or out of a pickle.
+                    results.send(("text", number, payload[1:]))
+                    results.send_bytes(payload[0])
+                else:
+                    results.send(message)
+        except OSError:  # the parent has gone: nobody to tell
+            os._exit(1)
+
+    sender = threading.Thread(target=pump, daemon=True, name="bowmap-results")
+    sender.start()
+
+    def send(message):
+        outgoing.put(message)
+
+    profile_folder = os.environ.get("BOWMAP_PROFILE")  # developers: cProfile each worker
+    profiler = None
+    if profile_folder:
+        import cProfile
+
+        profiler = cProfile.Profile()  # wall clock; CPU time goes to the usage JSON (a thread
+        # CPU-time clock gave nonsense per-function figures on the GPU machine's VM)
+        profiler.enable()
+    try:
+        _START_GATE[:] = [gate] if gate is not None else []
+        stages = start_worker(rank)
+        _READY.append(time.monotonic() - _STARTED)
+        if callable(stages):
+            stages = [[stages]]
+        if all(len(workers) == 1 for workers in stages):
+            for number, chunk in _inbox_items(inbox):
+                for workers in stages:
+                    chunk = workers[0](chunk)
+                send(("result", number, chunk))
+        else:
+            _threaded_worker(stages, inbox, send)
+        if profiler is not None:
+            profiler.dump_stats(os.path.join(profile_folder, f"worker{rank}.prof"))
+            write_usage(os.path.join(profile_folder, f"worker{rank}.usage.json"))
+        send(("done", rank, None))
+    # Failures travel as (error, True): a user error, its type kept (the parent may act on it,
+    # see bowmap.align.reads.RangeInputError); or as (traceback text, False).
+    except BowmapError as error:
+        send(("failed", number, (error, True)))
+    except BaseException:  # noqa: BLE001 - reported to the parent, which raises it
+        send(("failed", number, (f"worker process {rank}:\n{traceback.format_exc()}", False)))
+    finally:
+        outgoing.put(None)
+        sender.join()
+        results.close()
+
+
+def write_usage(path: str) -> None:
+    """Developers: this process's CPU time (all its threads) and its age, as JSON, beside the
+    BOWMAP_PROFILE profiles: CPU / age is how busy it kept its core."""
+    import json
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    with open(path, "w") as file:
+        json.dump({"user_s": usage.ru_utime, "system_s": usage.ru_stime, "age_s": time.monotonic() - _STARTED,
+                   "ready_s": _READY[0] if _READY else None}, file)
+
+
+_START_GATE: list = []  # a worker's gate (see start_gate), set by _worker_process
+
+
+def start_gate():
+    """A context manager that a worker's ``start_worker`` holds while it makes its device
+    context: at most START_AT_ONCE workers of a run do so at a time. NVIDIA's driver makes
+    contexts of several processes slowly together, not one by one (15 processes on an H200: all
+    15 made after 4.3-4.5 s at once; 4 at a time: the first after 0.9 s, the last after 2.9 s),
+    so gated workers start mapping sooner and the last is ready sooner too. Outside a worker
+    process it holds nothing."""
+    import contextlib
+
+    return _START_GATE[0] if _START_GATE else contextlib.nullcontext()
+
+
+START_AT_ONCE = 4
+_STARTED = time.monotonic()  # this process's start (a worker's: its import of this module)
+_READY: list[float] = []  # a worker's age when its aligner was ready
+
+
+def _start(workers) -> None:
+    """Start worker processes with SIGINT blocked, so a ^C while they start up (imports,
+    unpickling) reaches the parent alone; each worker ignores it, then unblocks it."""
+    import signal
+
+    masked = hasattr(signal, "pthread_sigmask")
+    if masked:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        for worker in workers:
+            worker.start()
+    finally:
+        if masked:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _widen_pipe(descriptor: int) -> None:
+    """Grow a pipe's buffer from 64 KiB to the most an unprivileged process may ask (Linux: 1 MiB
+    by default): a chunk or a chunk's SAM text (about 9 MB) then crosses in a few writes, each
+    of which needs its thread to hold the GIL again, rather than in about 140."""
+    try:
+        import fcntl
+
+        with open("/proc/sys/fs/pipe-max-size") as limit:
+            size = min(int(limit.read()), 4 << 20)
+        if size > fcntl.fcntl(descriptor, fcntl.F_GETPIPE_SZ):  # never shrink it (a low limit)
+            fcntl.fcntl(descriptor, fcntl.F_SETPIPE_SZ, size)
+    except (ImportError, AttributeError, OSError, ValueError):
+        pass  # not Linux, or not allowed: the default buffer works, a little slower
+
+
+def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2) -> None:
+    """Run ``chunks`` through ``processes`` worker processes and hand the results to ``write`` in
+    input order (chunks numbered 0, 1, 2, ... by their ``number`` attribute).
+
+    ``start_worker(rank)`` runs in each new process (so it must be picklable, as must chunks and
+    results) and returns the callable that turns a chunk into its result. Processes are spawned,
+    never forked: a forked child of a process holding an OpenCL context is not safe. (A fork
+    server was tried: its workers keep the environment, standard error and sys.path of its own
+    start, so they may import another copy of bowmap than this process's.) This process reads
+    (a thread) and writes (the caller's thread); at most ``processes * (queue_size
+    + 2)`` chunks are in flight, so memory stays flat. Each worker sends its results through a
+    pipe of its own, so a worker that dies, even halfway through a message, is seen at once
+    (end of file) and stops the run. The first failure stops every process; a worker's user
+    error (a :class:`bowmap.runtime.errors.BowmapError`) is raised again here, its type kept.
+    """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    context = multiprocessing.get_context("spawn")
+    inbox = context.Queue(maxsize=processes * queue_size)
+    in_flight = threading.Semaphore(processes * (queue_size + 2))
+    run = _Run()
+    pipes = [context.Pipe(duplex=False) for _ in range(processes)]
+    gate = context.Semaphore(START_AT_ONCE)
+    for connection in [inbox._reader] + [receiving for receiving, _ in pipes]:  # noqa: SLF001
+        _widen_pipe(connection.fileno())
+    workers = [
+        context.Process(target=_worker_process, args=(start_worker, rank, inbox, pipes[rank][1], gate), daemon=True)
+        for rank in range(processes)
+    ]
+    sent = [0]
+
+    def read():
+        for chunk in chunks:
+            while not in_flight.acquire(timeout=_POLL_SECONDS):
+                if run.failed.is_set():
+                    raise _Stop
+            run.put(inbox, (chunk.number, chunk))
+            sent[0] += 1
+        for _ in workers:
+            run.put(inbox, None)
+
+    reader = run.thread(read)
+    _start(workers)
+    for _, child_end in pipes:
+        child_end.close()  # the workers hold them now: a dead worker's pipe reads as ended
+    reader.start()
+    open_pipes = {receiving: rank for rank, (receiving, _) in enumerate(pipes)}
+    try:
+        waiting, next_number = {}, 0
+        while open_pipes:
+            if run.failed.is_set():
+                break
+            for connection in wait(list(open_pipes), timeout=_POLL_SECONDS):
+                rank = open_pipes[connection]
+                try:
+                    kind, number, payload = connection.recv()
+                    if kind == "text":  # see _worker_process: (text, *rest) sent in two parts
+                        kind, payload = "result", (connection.recv_bytes(), *payload)
+                except (EOFError, OSError):
+                    workers[rank].join(1.0)
+                    raise RuntimeError(
+                        f"worker process {rank} ended unexpectedly (exit code {workers[rank].exitcode})"
+                    ) from None
+                if kind == "failed":
+                    error, user_error = payload
+                    raise error if user_error else RuntimeError(error)
+                if kind == "done":
+                    del open_pipes[connection]
+                elif kind == "result":
+                    waiting[number] = payload
+                    while next_number in waiting:
+                        write(waiting.pop(next_number))
+                        in_flight.release()
+                        next_number += 1
+        reader.join()
+        if run.error is not None:
+            raise run.error
+        if waiting or next_number != sent[0]:
+            raise RuntimeError(f"pipeline lost chunks: {next_number} of {sent[0]} written")
+    except BaseException as error:
+        run.fail(error)
+        for worker in workers:
+            if worker.is_alive():
+                worker.terminate()
+        if run.error is not None and run.error is not error and not isinstance(error, KeyboardInterrupt):
+            raise run.error from None  # the reader's error (a bad record) came first
+        raise
+    finally:
+        for worker in workers:
+            worker.join(5.0)
+        for receiving, _ in pipes:
+            receiving.close()
+        inbox.cancel_join_thread()

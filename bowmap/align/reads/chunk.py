@@ -1,0 +1,182 @@
+"""A chunk of reads as NumPy arrays (:class:`ReadChunk`), and how parsed batches are cut into chunks
+by base count alone, so chunks never depend on how the input was read.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+AMBIGUOUS = 4
+
+
+@dataclass
+class ReadChunk:
+    """A batch of consecutive reads, every field concatenated over the reads.
+
+    Read i (0-based within the chunk; ``first_read + i`` in the whole input) has the codes
+    ``codes[offsets[i]:offsets[i+1]]`` and the name ``names[name_offsets[i]:name_offsets[i+1]]``.
+    """
+
+    number: int  # 0-based chunk number in input order
+    first_read: int  # 0-based input index of the chunk's first read
+    names: np.ndarray  # uint8: read names (first header word, see module docstring) concatenated
+    name_offsets: np.ndarray  # int64[count + 1]
+    codes: np.ndarray  # uint8: A=0 C=1 G=2 T=3, any other letter or '.' = 4; reads concatenated
+    offsets: np.ndarray  # int64[count + 1]
+    qualities: np.ndarray | None  # uint8 Phred+33 characters as in the file, offsets as codes; None for FASTA
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """int64[count]: bases in each read."""
+        return np.diff(self.offsets)
+
+    @functools.cached_property
+    def reverse_codes(self) -> np.ndarray:
+        """Each read's reverse complement (4 stays 4), offsets as ``codes``: made where it is first
+        needed (a worker process, not the reader), and not sent between processes."""
+        return reverse_complement(self.codes, self.offsets)
+
+    @functools.cached_property
+    def both_codes(self) -> np.ndarray:
+        """``codes`` then ``reverse_codes``, one array: the layout the seeds, the Smith-Waterman
+        reads and the SAM text take, made once a chunk."""
+        return np.concatenate((self.codes, self.reverse_codes))
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("reverse_codes", None)
+        state.pop("both_codes", None)
+        return state
+
+    def name(self, i: int) -> str:
+        """Read i's name, for error messages and tests (not for hot paths)."""
+        return self.names[self.name_offsets[i] : self.name_offsets[i + 1]].tobytes().decode("ascii", "replace")
+
+
+def reverse_complement(codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The reverse complement of every read of ``codes`` (uint8, reads at ``offsets``), same offsets."""
+    lengths = np.diff(offsets)
+    if len(codes) == 0:
+        return codes.copy()
+    if np.all(lengths == lengths[0]):
+        # Reads of one length (the usual case): a 2-D view reversed along its rows.
+        reverse = codes.reshape(len(lengths), -1)[:, ::-1].reshape(-1)
+    else:
+        # Position p of read i comes from position offsets[i] + offsets[i+1] - 1 - (p - offsets[i]).
+        mirror = np.repeat(offsets[:-1] + offsets[1:] - 1, lengths)
+        reverse = codes[mirror - np.arange(len(codes), dtype=np.int64)]
+    # Complement: code ^ 3 swaps A<->T and C<->G; 4 ^ 3 = 7, brought back to 4 by the minimum.
+    complement = np.bitwise_xor(reverse, np.uint8(3))
+    return np.minimum(complement, np.uint8(AMBIGUOUS), out=complement)
+
+
+# --------------------------------------------------------------------------------------- parsing
+
+
+@dataclass
+class Batch:
+    """Parsed reads before they are cut into chunks (the fields of :class:`ReadChunk`)."""
+
+    names: np.ndarray
+    name_offsets: np.ndarray
+    codes: np.ndarray
+    offsets: np.ndarray
+    qualities: np.ndarray | None
+
+    @property
+    def count(self) -> int:
+        return len(self.offsets) - 1
+
+
+# -------------------------------------------------------------------------------------- chunking
+
+
+class Chunker:
+    """Cuts batches into chunks of about ``chunk_bases`` bases, independently of batch sizes."""
+
+    def __init__(self, chunk_bases: int):
+        self.chunk_bases = chunk_bases
+        self.held: list[Batch] = []
+        self.held_weight = 0
+        self.number = 0
+        self.first_read = 0
+
+    def add(self, batch: Batch) -> Iterator[ReadChunk]:
+        if batch.count == 0:
+            return
+        self.held.append(batch)
+        self.held_weight += int(np.maximum(np.diff(batch.offsets), 1).sum())
+        if self.held_weight >= self.chunk_bases:
+            yield from self._cut(final=False)
+
+    def finish(self) -> Iterator[ReadChunk]:
+        if self.held:
+            yield from self._cut(final=True)
+
+    def _cut(self, final: bool) -> Iterator[ReadChunk]:
+        batch = concatenate_batches(self.held)
+        weights = np.cumsum(np.maximum(np.diff(batch.offsets), 1))
+        start = 0
+        while start < batch.count:
+            before = int(weights[start - 1]) if start else 0
+            end = int(np.searchsorted(weights, before + self.chunk_bases, side="left")) + 1
+            if end > batch.count:
+                if not final:
+                    break
+                end = batch.count
+            yield self._chunk(_slice(batch, start, end))
+            start = end
+        rest = _slice(batch, start, batch.count)
+        self.held = [rest] if rest.count else []
+        self.held_weight = int(weights[-1] - (weights[start - 1] if start else 0)) if rest.count else 0
+
+    def _chunk(self, batch: Batch) -> ReadChunk:
+        chunk = ReadChunk(
+            number=self.number,
+            first_read=self.first_read,
+            names=batch.names,
+            name_offsets=batch.name_offsets,
+            codes=batch.codes,
+            offsets=batch.offsets,
+            qualities=batch.qualities,
+        )
+        self.number += 1
+        self.first_read += batch.count
+        return chunk
+
+
+def _slice(batch: Batch, start: int, end: int) -> Batch:
+    low, high = batch.offsets[start], batch.offsets[end]
+    name_low, name_high = batch.name_offsets[start], batch.name_offsets[end]
+    return Batch(
+        names=batch.names[name_low:name_high],
+        name_offsets=batch.name_offsets[start : end + 1] - name_low,
+        codes=batch.codes[low:high],
+        offsets=batch.offsets[start : end + 1] - low,
+        qualities=None if batch.qualities is None else batch.qualities[low:high],
+    )
+
+
+def concatenate_batches(batches: list[Batch]) -> Batch:
+    if len(batches) == 1:
+        return batches[0]
+
+    def joined_offsets(offset_arrays):
+        shifts = np.cumsum([0] + [int(o[-1]) for o in offset_arrays[:-1]])
+        return np.concatenate([offset_arrays[0][:1]] + [o[1:] + s for o, s in zip(offset_arrays, shifts)])
+
+    return Batch(
+        names=np.concatenate([b.names for b in batches]),
+        name_offsets=joined_offsets([b.name_offsets for b in batches]),
+        codes=np.concatenate([b.codes for b in batches]),
+        offsets=joined_offsets([b.offsets for b in batches]),
+        qualities=None if batches[0].qualities is None else np.concatenate([b.qualities for b in batches]),
+    )

@@ -1,0 +1,159 @@
+"""`bowmap align`: the run that wires the stages to devices and threads or processes.
+
+Per chunk (plain functions, so the serial runner and the threads share them):
+  1. reads (:mod:`bowmap.align.reads`): a chunk, or a byte range parsed in the worker;
+  2. seeds and windows (:mod:`bowmap.align.seeds`, :mod:`bowmap.align.windows`): FM search,
+     locate, candidate windows;
+  3. extend (:mod:`bowmap.align.extend`): Smith-Waterman, best and second best, traceback, MAPQ;
+  4. sam (:mod:`bowmap.align.sam`): SAM text of the chunk, written in input order.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from bowmap.align.options import AlignOptions
+from bowmap.align.workers import ProcessWorker, default_processes, device_workers
+from bowmap.runtime.errors import BowmapError
+
+log = logging.getLogger("bowmap.align")
+
+
+class _Background:
+    """``function(*args)`` run in a daemon thread; :meth:`result` waits and re-raises its error."""
+
+    def __init__(self, function, *args):
+        import threading
+
+        self._error: BaseException | None = None
+        self._value = None
+
+        def body():
+            try:
+                self._value = function(*args)
+            except BaseException as error:  # noqa: BLE001 - raised again by result()
+                self._error = error
+
+        self._thread = threading.Thread(target=body, daemon=True)
+        self._thread.start()
+
+    def result(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def run_align(options: AlignOptions) -> dict:
+    """Map every read of ``options.reads``; return the run's summary figures."""
+    from tqdm import tqdm
+
+    from bowmap.align.pipeline import run_processes, run_serial, run_threaded
+    from bowmap.align.reads import (
+        RangeInputError,
+        chunk_bound,
+        first_input_error,
+        input_chunks,
+    )
+    from bowmap.align.sam import ReferenceText, sam_header
+    from bowmap.align.smith_waterman import Scoring
+    from bowmap.index.load import load_index, verify_index
+    from bowmap.runtime.devices import context_for, list_devices, parse_device_spec
+    from bowmap.runtime.output import SamWriter
+
+    started = time.perf_counter()
+    scoring = options.scoring or Scoring(end_to_end=options.end_to_end)
+    # Mapped, not read: the checksums are checked by a helper thread while the workers start,
+    # and no chunk goes to a worker before they all match (see verified_chunks below).
+    index = load_index(options.index, verify=False)
+    verification = _Background(verify_index, index)
+    log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
+    header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
+    if options.output in (None, "-"):
+        verification.result()  # standard output shows what is written at once: nothing before the checks
+    writer = SamWriter(options.output, header)  # fails now, before any work, if it cannot write
+    bar = tqdm(desc="mapped", unit=" reads", unit_scale=True, disable=not options.progress, leave=False)
+    success = False
+    try:
+        device_infos = parse_device_spec(options.devices, list_devices())
+        if options.serial:
+            device_infos = device_infos[:1]
+        needed = sum(block.occ.nbytes + block.marks.nbytes + block.samples.nbytes for block in index.blocks)
+        needed += index.packed.nbytes + (-(-index.total_length // 8) if len(index.ambiguous_starts) else 0)  # PackedText
+        for info in device_infos:
+            if needed > info.global_memory:
+                raise BowmapError(
+                    f"{options.index}: its {len(index.blocks)} blocks and packed text need {needed} bytes together but "
+                    f"{info.name} has {info.global_memory}; mapping block by block is not "
+                    "implemented yet: rebuild the index with a larger --device-mem"
+                )
+        processes = 1 if options.serial else options.processes or default_processes(
+            device_infos, needed, chunk_bound(options.reads, options.chunk_bases)
+        )
+        workers = []
+        if processes == 1:
+            reference_text = ReferenceText.from_index(index)
+            queues = 1 if options.serial else options.queues_per_device or 2
+            for info in device_infos:
+                workers += device_workers(index, reference_text, context_for(info.index), queues, options, scoring)
+            layout = f"{len(workers)} worker queue pair(s)"
+        else:
+            layout = f"{processes} worker processes, {options.queues_per_device or 1} queue pair(s) each"
+        log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
+        totals = {"reads": 0, "mapped": 0}
+        first_written: list[float] = []  # seconds from the start to the first chunk's SAM
+        mapping_started = time.perf_counter()
+
+        def write(result):
+            text, reads, mapped = result
+            if not totals["reads"]:
+                first_written.append(time.perf_counter() - started)
+            writer.write(text)
+            totals["reads"] += reads
+            totals["mapped"] += mapped
+            bar.update(reads)
+
+        def verified_chunks():
+            verification.result()
+            log.info("index checksums match [%.2f s]", time.perf_counter() - started)
+            # Chunks, or byte ranges of the input that the workers read and parse themselves.
+            yield from input_chunks(options.reads, options.chunk_bases, index.max_read_length)
+
+        chunks = verified_chunks()
+        try:
+            if options.serial:
+                worker = workers[0]
+                run_serial(chunks, [worker.seed, worker.extend], write)
+            elif processes > 1:
+                starter = ProcessWorker(options, scoring, device_infos, options.queues_per_device or 1)
+                run_processes(chunks, starter, write, processes)
+            else:
+                run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
+        except RangeInputError as error:
+            raise first_input_error(options.reads, index.max_read_length, error) from None
+        success = True
+    finally:
+        bar.close()
+        writer.close(success)
+    elapsed = time.perf_counter() - started
+    reads = totals["reads"]
+    summary = {
+        "reads": reads,
+        "mapped": totals["mapped"],
+        "seconds": elapsed,
+        "mapping_seconds": time.perf_counter() - mapping_started,
+        "devices": [info.name for info in device_infos],
+        "first_chunk_seconds": first_written[0] if first_written else None,
+    }
+    if os.environ.get("BOWMAP_PROFILE"):  # developers: see pipeline.write_usage
+        from bowmap.align.pipeline import write_usage
+
+        write_usage(os.path.join(os.environ["BOWMAP_PROFILE"], "parent.usage.json"))
+        log.info("first chunk written after %.2f s", summary["first_chunk_seconds"] or 0.0)
+    log.info(
+        "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
+        reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
+    )
+    return summary

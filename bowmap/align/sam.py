@@ -1,0 +1,547 @@
+"""The SAM/BAM output stage of ``bowmap align``: header, chunk formatting, and the one writer.
+
+A chunk's SAM text is built with NumPy for all its reads at once, never with a Python loop over
+reads or over CIGAR operations. Every field of a batch of lines becomes a NUL-padded ``uint8``
+matrix (one row per line): integers through tables of four-digit words, read names / SEQ / QUAL
+as rows gathered from the concatenated bytes through a strided view
+(:func:`bowmap.runtime.arrays.windows`, no index array a byte) with the bytes past each row's length
+cleared, CIGAR as one slot of digits and letter an operation, MD as packed items with per-line
+lengths. NM and MD compare each aligned operation's read and reference bases as two matrices.
+The matrices are laid side by side and the NUL padding is dropped in one step
+(``matrix[matrix != 0]``); SAM text never contains a NUL, so only padding goes. A padded field
+may sit anywhere in its columns (a reversed QUAL row is right-aligned, an unused CIGAR slot is
+all NUL), since all NULs go.
+
+Coordinates: ``ChunkAlignments.position`` is 0-based in its contig; SAM POS is 1-based.
+Reference "text" positions are 0-based offsets in the concatenation of all contigs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap import __version__
+from bowmap.align.mapq import NO_SCORE, mapping_quality
+from bowmap.runtime.arrays import prefix_mask, segment_ranges, windows
+from bowmap.runtime.errors import BowmapError, UsageError
+
+__all__ = [
+    "NO_SCORE",
+    "ChunkAlignments",
+    "ReferenceText",
+    "SamWriter",
+    "format_chunk",
+    "mapping_quality",
+    "sam_header",
+]
+
+# BAM CIGAR operation codes (op = length << 4 | code) and their letters.
+CIGAR_LETTERS = np.frombuffer(b"MIDNSHP=X", dtype=np.uint8)
+_QUERY_CONSUMING = np.array([1, 1, 0, 0, 1, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M I S = X
+_REFERENCE_CONSUMING = np.array([1, 0, 1, 0, 0, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M D = X
+_ALIGNED = np.array([1, 0, 0, 0, 0, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M = X
+_SUPPORTED = np.array([1, 1, 1, 0, 1, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M I D S = X
+INSERTION, DELETION, SOFT_CLIP = 1, 2, 4
+
+# Codes 0..4 -> letters. Padded matrices hold code + 1 so that 0 stays the padding.
+_BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
+_FORWARD_LETTERS = np.frombuffer(b"\0ACGTN" + b"N" * 250, dtype=np.uint8)
+_COMPLEMENT_LETTERS = np.frombuffer(b"\0TGCAN" + b"N" * 250, dtype=np.uint8)
+
+FLAG_REVERSE, FLAG_UNMAPPED, FLAG_SECONDARY = 16, 4, 256
+
+# Lines are formatted in batches whose padded matrix stays near this many bytes, which also
+# bounds the per-base arrays of NM/MD (about 30 bytes per aligned base).
+_BATCH_BYTES = 8 << 20
+
+
+@dataclass
+class ChunkAlignments:
+    """Alignments of one chunk, one row per SAM line, in input order.
+
+    By default there is exactly one row per read (row i is read i). With ``read_index`` a read
+    may have several rows (its primary then its secondary alignments, ``secondary`` True),
+    ``read_index`` non-decreasing.
+    """
+
+    mapped: np.ndarray  # bool[m]
+    reverse: np.ndarray  # bool[m]: the read's reverse complement aligns
+    contig: np.ndarray  # int32[m]: index into the reference's contigs (any value when unmapped)
+    position: np.ndarray  # int64[m]: 0-based leftmost reference base of the alignment in its contig
+    score: np.ndarray  # int32[m]: best alignment score (AS)
+    second_score: np.ndarray  # int32[m]: second-best score, or NO_SCORE (no XS tag)
+    cigar_ops: np.ndarray  # uint32: BAM encoding (length << 4 | op; M=0 I=1 D=2 S=4 ==7 X=8), rows concatenated
+    cigar_offsets: np.ndarray  # int64[m + 1]
+    mapq: np.ndarray | None = None  # uint8[m]; None: computed by format_chunk from the scores
+    secondary: np.ndarray | None = None  # bool[m]; None: all primary
+    read_index: np.ndarray | None = None  # int64[m]; None: row i is read i
+
+    @classmethod
+    def all_unmapped(cls, count: int) -> ChunkAlignments:
+        zeros = np.zeros(count, dtype=np.int64)
+        return cls(
+            mapped=np.zeros(count, dtype=bool),
+            reverse=np.zeros(count, dtype=bool),
+            contig=zeros.astype(np.int32),
+            position=zeros,
+            score=zeros.astype(np.int32),
+            second_score=np.full(count, NO_SCORE, dtype=np.int32),
+            cigar_ops=np.zeros(0, dtype=np.uint32),
+            cigar_offsets=np.zeros(count + 1, dtype=np.int64),
+        )
+
+
+class ReferenceText:
+    """Reference codes (0..3, 4 = ambiguous) looked up for many positions at once.
+
+    Reads either a loaded index (its packed text, with ambiguous runs read as 4) or one code a
+    byte (``codes``, for tests).
+    """
+
+    def __init__(self, names, starts, lengths, *, codes=None, index=None):
+        self.contig_names = [str(name) for name in names]
+        self.contig_starts = np.asarray(starts, dtype=np.int64)
+        self.contig_lengths = np.asarray(lengths, dtype=np.int64)
+        self._codes = None if codes is None else np.asarray(codes, dtype=np.uint8)
+        self._index = index
+        if (self._codes is None) == (self._index is None):
+            raise ValueError("ReferenceText needs exactly one of codes and index")
+        self._rname_table = None
+
+    @classmethod
+    def from_index(cls, index) -> ReferenceText:
+        """From a loaded :class:`bowmap.index.FMIndex` (no copy of the packed text)."""
+        return cls(index.contig_names, index.contig_starts, index.contig_lengths, index=index)
+
+    @classmethod
+    def from_sequences(cls, names, sequences) -> ReferenceText:
+        """From one code array (0..3, 4 = ambiguous) per contig."""
+        lengths = np.array([len(sequence) for sequence in sequences], dtype=np.int64)
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        codes = np.concatenate([np.asarray(s, dtype=np.uint8) for s in sequences]) if sequences else np.zeros(0, np.uint8)
+        return cls(names, starts, lengths, codes=codes)
+
+    def spans(self, text_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Codes of many spans (0-based text starts, lengths), concatenated."""
+        if self._codes is not None:
+            return self._codes[segment_ranges(text_starts, lengths)]
+        return self._index.spans(text_starts, lengths)
+
+    def span_rows(self, text_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Codes of many spans as a matrix, row i holding span i from column 0 (what lies past
+        its length is not specified); as wide as the longest span, at least one column."""
+        width = max(int(lengths.max(initial=0)), 1)
+        if self._codes is not None:
+            return windows(self._codes, text_starts, width)
+        # Spans of one length come back as rows already, with no cutting apart: ask for the
+        # width at every start (less where the text ends before).
+        wanted = np.minimum(width, self.contig_starts[-1] + self.contig_lengths[-1] - text_starts)
+        codes = self.spans(text_starts, wanted)
+        if (wanted == width).all():
+            return codes.reshape(len(text_starts), width)
+        return windows(codes, _exclusive_cumsum(wanted), width)
+
+    def rname_table(self) -> np.ndarray:
+        """Padded RNAME bytes: row c is contig c's name, the last row is '*'."""
+        if self._rname_table is None:
+            encoded = [name.encode() for name in self.contig_names] + [b"*"]
+            self._rname_table = np.array(encoded, dtype=f"S{max(len(name) for name in encoded)}")
+            self._rname_table = self._rname_table.view(np.uint8).reshape(len(encoded), -1)
+        return self._rname_table
+
+
+# ---------------------------------------------------------------------------------- header
+
+
+def _check_header_text(text: str, what: str) -> None:
+    if not text or any(character in text for character in "\t\n\r") or not text.isprintable():
+        raise UsageError(f"{what} {text!r}: must be non-empty printable text without tabs or newlines")
+
+
+def sam_header(contig_names, contig_lengths, command_line: str, read_group: tuple[str, list[str]] | None) -> str:
+    """The SAM header: @HD VN:1.6 SO:unsorted, one @SQ a contig, @RG when ``read_group`` is
+    (ID, ["TAG:VALUE", ...]), and @PG with the command line. A bad read-group field or contig
+    name raises a one-line :class:`UsageError` / :class:`BowmapError`."""
+    lines = ["@HD\tVN:1.6\tSO:unsorted"]
+    for name, length in zip(contig_names, contig_lengths):
+        # htslib reads any other printable name; these would break SAM parsing.
+        if not name or name[0] in "*=" or not name.isprintable() or any(c.isspace() for c in name):
+            raise BowmapError(f"reference name {name!r} cannot be written to SAM (empty, starts with '*' or '=', or has spaces)")
+        lines.append(f"@SQ\tSN:{name}\tLN:{int(length)}")
+    if read_group is not None:
+        identifier, fields = read_group
+        _check_header_text(identifier, "--rg-id")
+        seen = {"ID"}
+        for field in fields:
+            tag, colon, value = field.partition(":")
+            if not (len(tag) == 2 and tag[0].isascii() and tag[0].isalpha() and tag.isascii() and tag.isalnum()) or not colon:
+                raise UsageError(f"--rg {field!r}: expected TAG:VALUE with a two-character tag such as SM:sample")
+            _check_header_text(value, f"--rg {tag}")
+            if tag in seen:
+                raise UsageError(f"--rg {field!r}: tag {tag} given twice (ID comes from --rg-id)")
+            seen.add(tag)
+        lines.append("\t".join(["@RG", f"ID:{identifier}", *fields]))
+    # CL is one header field: tabs or newlines inside the command line would split it.
+    command = " ".join(command_line.split())
+    lines.append(f"@PG\tID:bowmap\tPN:bowmap\tVN:{__version__}\tCL:{command}")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- array helpers
+
+
+def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.int64)
+    return np.cumsum(values) - values
+
+
+def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Sums of consecutive segments of ``values`` with ``counts`` elements each (0 allowed)."""
+    totals = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
+    ends = np.cumsum(counts, dtype=np.int64)
+    return totals[ends] - totals[ends - counts]
+
+
+def _rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Rows ``flat[start : start + length]`` as a NUL-padded matrix (at least one column)."""
+    return _cut(windows(flat, starts, max(int(lengths.max(initial=0)), 1)), lengths)
+
+
+def _cut(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``matrix`` with each row's bytes from its length on set to NUL (in place)."""
+    if (lengths < matrix.shape[1]).any():
+        matrix *= prefix_mask(lengths, matrix.shape[1])
+    return matrix
+
+
+def _padded(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Rows of a NUL-padded matrix from concatenated rows (``flat`` holds exactly the rows)."""
+    return _rows(flat, _exclusive_cumsum(lengths), lengths)
+
+
+# Decimal text of 0..9999 as little-endian 32-bit words of four bytes, unpadded (NULs after the
+# digits) and zero-padded to four digits: a number is one word gathered, not four bytes.
+_SMALL_NUMBERS = np.array([str(number).encode() for number in range(10000)], dtype="S4").view("<u4")
+_DIGIT_GROUPS = np.array([f"{number:04d}".encode() for number in range(10000)], dtype="S4").view("<u4")
+_GROUP_SCALES = 10000 ** np.arange(5, dtype=np.int64)  # five groups of four digits hold any int64
+
+
+def _decimal(values: np.ndarray) -> np.ndarray:
+    """Decimal text of integers as a NUL-padded (n, width) uint8 matrix; the text may start
+    after some NULs (callers drop them). Table look-ups, four digits at a time: several times
+    faster than ``astype('S')``."""
+    values = np.asarray(values, dtype=np.int64)
+    count = len(values)
+    if count == 0:
+        return np.zeros((0, 1), dtype=np.uint8)
+    low, high = int(values.min()), int(values.max())
+    if low >= 0 and high < 10000:
+        return np.take(_SMALL_NUMBERS, values).view(np.uint8).reshape(count, 4)
+    magnitude = np.abs(values)
+    groups = -(-len(str(max(high, -low))) // 4)
+    scales = _GROUP_SCALES[groups - 1 :: -1]  # most significant group first
+    group_values = magnitude[:, None] // scales % 10000
+    # The leading group is written unpadded, the groups after it zero-padded, none before it.
+    leading = (groups - 1 - (magnitude[:, None] >= scales[:-1]).sum(axis=1))[:, None]
+    column = np.arange(groups)
+    words = np.where(column > leading, np.take(_DIGIT_GROUPS, group_values), np.take(_SMALL_NUMBERS, group_values))
+    words[column < leading] = 0
+    digits = words.astype("<u4", copy=False).view(np.uint8).reshape(count, 4 * groups)
+    if low < 0:
+        sign = np.where(values < 0, ord("-"), 0).astype(np.uint8)[:, None]
+        digits = np.concatenate((sign, digits), axis=1)
+    return digits
+
+
+def _constant(text: bytes, rows: int) -> np.ndarray:
+    return np.broadcast_to(np.frombuffer(text, dtype=np.uint8), (rows, len(text)))
+
+
+def _tag(prefix: bytes, values: np.ndarray, present: np.ndarray) -> list[np.ndarray]:
+    """A tag's column blocks: ``prefix`` then the padded ``values``, on rows where ``present``."""
+    if present.all():
+        return [_constant(prefix, len(values)), values]
+    block = np.concatenate((_constant(prefix, len(values)), values), axis=1)
+    block[~present] = 0
+    return [block]
+
+
+# ------------------------------------------------------------------------------- formatting
+
+
+@dataclass
+class _Cigars:
+    """CIGAR, NM and MD of mapped lines, as padded matrices (one row a line)."""
+
+    cigar: np.ndarray
+    edit_distance: np.ndarray
+    md: np.ndarray
+
+
+def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Cigars:
+    """CIGAR text, NM and MD for mapped alignment ``rows`` (of ``reads``, ``reverse`` where the
+    reverse complement aligns), vectorised over every operation and every aligned base. NM and
+    MD follow samtools calmd: a base matches only when read and reference hold the same
+    unambiguous base."""
+    reference = context.reference
+    count = len(rows)
+    op_first = alignments.cigar_offsets[rows].astype(np.int64)
+    op_counts = alignments.cigar_offsets[rows + 1].astype(np.int64) - op_first
+    ops = np.asarray(alignments.cigar_ops, dtype=np.uint32)[segment_ranges(op_first, op_counts)]
+    op_row = np.repeat(np.arange(count, dtype=np.int64), op_counts)
+    op_length = (ops >> 4).astype(np.int64)
+    op_code = (ops & 0xF).astype(np.intp)
+    read_lengths = context.read_lengths[reads]
+
+    if not _SUPPORTED[op_code].all() or (op_length <= 0).any():
+        raise ValueError("CIGAR with an unsupported operation (only M I D S = X) or a zero length")
+    first_op = _exclusive_cumsum(op_counts)
+    op_rank = np.arange(len(ops)) - first_op[op_row]
+    clip_inside = (op_code == SOFT_CLIP) & (op_rank != 0) & (op_rank != op_counts[op_row] - 1)
+    if clip_inside.any():
+        raise ValueError(f"CIGAR of read {int(reads[op_row[clip_inside][0]])} has a soft clip between other operations")
+    query_use = np.where(_QUERY_CONSUMING[op_code], op_length, 0)
+    reference_use = np.where(_REFERENCE_CONSUMING[op_code], op_length, 0)
+    query_total = _segment_sum(query_use, op_counts)
+    span = _segment_sum(reference_use, op_counts)
+    wrong = (query_total != read_lengths) | (span == 0)
+    if wrong.any():
+        row = int(np.flatnonzero(wrong)[0])
+        raise ValueError(f"CIGAR of read {int(reads[row])} covers {int(query_total[row])} read bases and {int(span[row])} reference bases; the read has {int(read_lengths[row])}")
+    contig = alignments.contig[rows].astype(np.int64)
+    position = alignments.position[rows].astype(np.int64)
+    if ((contig < 0) | (contig >= len(reference.contig_lengths))).any():
+        raise ValueError("alignment on a contig the reference does not have")
+    outside = (position < 0) | (position + span > reference.contig_lengths[contig])
+    if outside.any():
+        raise ValueError(f"alignment of read {int(reads[np.flatnonzero(outside)[0]])} runs past its contig")
+
+    # Where each operation starts in its read (aligned strand) and on the reference text.
+    query_before = _exclusive_cumsum(query_use)
+    query_before -= np.repeat(query_before[first_op], op_counts)
+    reference_before = _exclusive_cumsum(reference_use)
+    reference_before -= np.repeat(reference_before[first_op], op_counts)
+    text_start = (reference.contig_starts[contig] + position)[op_row] + reference_before
+
+    # CIGAR text: a slot an operation (its length digits, its letter), slot k of a row holding
+    # its k-th operation; unused slots stay NUL, so a row needs no packing.
+    digits = _decimal(op_length)
+    slots = int(op_counts.max(initial=1))
+    cigar = np.zeros((count * slots, digits.shape[1] + 1), dtype=np.uint8)
+    op_slot = op_row * slots + op_rank
+    cigar[op_slot, :-1] = digits
+    cigar[op_slot, -1] = CIGAR_LETTERS[op_code]
+    cigar = cigar.reshape(count, slots * cigar.shape[1])
+
+    # Every aligned (M = X) operation: its read bases against its reference bases, as two
+    # matrices of one row an operation (read from the pool of forward then reverse strands).
+    aligned = np.flatnonzero(_ALIGNED[op_code])
+    aligned_length = op_length[aligned]
+    reference_codes = reference.span_rows(text_start[aligned], aligned_length)
+    width = reference_codes.shape[1]
+    read_start = chunk.offsets[reads] + np.where(reverse, len(chunk.codes), 0)
+    read_codes = windows(context.read_pool, read_start[op_row[aligned]] + query_before[aligned], width)
+    differ = (read_codes != reference_codes) | (np.maximum(read_codes, reference_codes) > 3)
+    if (aligned_length < width).any():
+        differ &= prefix_mask(aligned_length, width)
+    mismatch_run, mismatch_column = np.divmod(np.flatnonzero(differ), width)
+    mismatch_code = reference_codes[mismatch_run, mismatch_column]
+    mismatch_op = aligned[mismatch_run]
+    mismatch_row = op_row[mismatch_op]
+    mismatch_offset = reference_before[mismatch_op] + mismatch_column
+
+    gaps = np.where((op_code == INSERTION) | (op_code == DELETION), op_length, 0)
+    edit_distance = np.bincount(mismatch_row, minlength=count) + _segment_sum(gaps, op_counts)
+    return _Cigars(cigar=cigar, edit_distance=edit_distance, md=_md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code))
+
+
+def _md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code) -> np.ndarray:
+    """MD of ``len(span)`` lines: events (a mismatched base, a deletion) in reference order, each
+    preceded by the count of matching bases since the previous event; a final count ends every
+    row. Built as items, one a matrix row (a count then its event's letter or '^'; the final
+    count), packed by dropping their NULs, then the deleted bases are inserted after their '^'."""
+    count = len(span)
+    deletion = np.flatnonzero(op_code == DELETION)
+    event_row = np.concatenate((mismatch_row, op_row[deletion]))
+    event_offset = np.concatenate((mismatch_offset, reference_before[deletion]))
+    event_span = np.concatenate((np.ones(len(mismatch_row), dtype=np.int64), op_length[deletion]))
+    event_letter = np.concatenate((_BASE_LETTERS[np.minimum(mismatch_code, 4)], np.full(len(deletion), ord("^"), dtype=np.uint8)))
+    if len(deletion):
+        # Mismatches and deletions are each in reference order already: a stable sort merges them
+        # (and keeps the deletions in operation order).
+        order = np.argsort(_exclusive_cumsum(span)[event_row] + event_offset, kind="stable")
+        event_row, event_offset, event_span, event_letter = event_row[order], event_offset[order], event_span[order], event_letter[order]
+    events_per_row = np.bincount(event_row, minlength=count)
+    first_event = _exclusive_cumsum(events_per_row)
+    rank = np.arange(len(event_row)) - first_event[event_row]
+    event_end = event_offset + event_span
+    previous_end = np.where(rank == 0, 0, np.concatenate(([0], event_end[:-1])))
+    last_end = np.zeros(count, dtype=np.int64)
+    has_events = events_per_row > 0
+    last_end[has_events] = event_end[first_event[has_events] + events_per_row[has_events] - 1]
+
+    items_per_row = events_per_row + 1
+    event_item = _exclusive_cumsum(items_per_row)[event_row] + rank
+    final_item = np.cumsum(items_per_row) - 1
+    numbers = _decimal(np.concatenate((event_offset - previous_end, span - last_end)))
+    items = np.zeros((len(event_row) + count, numbers.shape[1] + 1), dtype=np.uint8)
+    items[event_item, :-1] = numbers[: len(event_row)]
+    items[final_item, :-1] = numbers[len(event_row) :]
+    items[event_item, -1] = event_letter
+    item_length = np.count_nonzero(items, axis=1)
+    md_flat = items[items != 0]
+    if len(deletion):
+        deleted_item = event_item[event_letter == ord("^")]
+        after_caret = (_exclusive_cumsum(item_length) + item_length)[deleted_item]
+        deleted_bases = _BASE_LETTERS[np.minimum(reference.spans(text_start[deletion], op_length[deletion]), 4)]
+        md_flat = np.insert(md_flat, np.repeat(after_caret, op_length[deletion]), deleted_bases)
+        item_length[deleted_item] += op_length[deletion]
+    return _padded(md_flat, _segment_sum(item_length, items_per_row))
+
+
+# Codes 0..4 -> SEQ letters (anything above 4 is N, as the reader never makes), and the same
+# for two codes at once read as a little-endian 16-bit word: half the look-ups.
+_SEQUENCE_LETTERS = np.frombuffer(b"ACGTN" + b"N" * 251, dtype=np.uint8)
+_SEQUENCE_PAIRS = _SEQUENCE_LETTERS[np.arange(1 << 16) & 255].astype("<u2") | (_SEQUENCE_LETTERS[np.arange(1 << 16) >> 8].astype("<u2") << 8)
+
+
+def _format_rows(chunk, alignments, rows, context) -> bytes:
+    """SAM lines for alignment ``rows`` (sorted, of reads in input order)."""
+    count = len(rows)
+    reads = context.read_index[rows]
+    read_lengths = context.read_lengths[reads]
+    read_starts = chunk.offsets[reads]
+    mapped = alignments.mapped[rows]
+    reverse = alignments.reverse[rows] & mapped
+    empty = read_lengths == 0
+
+    name_lengths = context.name_lengths[reads]
+    names = _rows(chunk.names, chunk.name_offsets[reads], name_lengths)
+    names[name_lengths == 0, 0] = ord("*")
+
+    # SEQ is the aligned strand: a reverse read's comes from the reverse complements (second in
+    # the pool); QUAL is reversed along its row (the padding moves to the front: dropped as any).
+    strand_starts = read_starts + np.where(reverse, len(chunk.codes), 0)
+    width = max(int(read_lengths.max()), 1)
+    even_width = width + width % 2  # whole code pairs; the column added is cut off below
+    sequence = np.take(_SEQUENCE_PAIRS, windows(context.read_pool, strand_starts, even_width).view("<u2")).view(np.uint8)
+    sequence = _cut(sequence, read_lengths)
+    sequence[empty, 0] = ord("*")
+    if chunk.qualities is None:
+        quality = _constant(b"*", count)
+    else:
+        quality = _rows(chunk.qualities, read_starts, read_lengths)
+        flipped = np.flatnonzero(reverse)
+        quality[flipped] = quality[flipped, ::-1]
+        quality[empty, 0] = ord("*")
+
+    if mapped.all():
+        fields = _alignment_fields(chunk, alignments, rows, reads, reverse, context)
+        cigar, md, edit_distance = fields.cigar, fields.md, fields.edit_distance
+    else:
+        mapped_rows = np.flatnonzero(mapped)
+        fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context)
+        cigar = np.zeros((count, fields.cigar.shape[1]), dtype=np.uint8)
+        cigar[mapped_rows] = fields.cigar
+        cigar[~mapped, 0] = ord("*")
+        md = np.zeros((count, fields.md.shape[1]), dtype=np.uint8)
+        md[mapped_rows] = fields.md
+        edit_distance = np.zeros(count, dtype=np.int64)
+        edit_distance[mapped_rows] = fields.edit_distance
+    second = alignments.second_score[rows]
+    flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
+    if alignments.secondary is not None:
+        flag += np.where(alignments.secondary[rows] & mapped, FLAG_SECONDARY, 0)
+    rname = context.reference.rname_table()[np.where(mapped, alignments.contig[rows], len(context.reference.contig_names))]
+    position = np.where(mapped, alignments.position[rows].astype(np.int64) + 1, 0)
+    mapq = np.where(mapped, context.mapq[rows], 0)
+
+    tab = _constant(b"\t", count)
+    blocks = [
+        names, tab, _decimal(flag), tab, rname, tab, _decimal(position), tab, _decimal(mapq), tab, cigar,
+        _constant(b"\t*\t0\t0\t", count), sequence, tab, quality,
+        *_tag(b"\tNM:i:", _decimal(edit_distance), mapped),
+        *_tag(b"\tMD:Z:", md, mapped),
+        *_tag(b"\tAS:i:", _decimal(alignments.score[rows]), mapped),
+        *_tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, second)), mapped & (second != NO_SCORE)),
+    ]  # fmt: skip
+    if context.read_group_id is not None:
+        blocks.append(_constant(b"\tRG:Z:" + context.read_group_id.encode(), count))
+    blocks.append(_constant(b"\n", count))
+    lines = np.concatenate(blocks, axis=1)
+    return lines.tobytes().translate(None, b"\0")  # the padding out: a C loop, faster than a mask
+
+
+@dataclass
+class _Context:
+    """What every batch of a chunk reads."""
+
+    reference: ReferenceText
+    read_group_id: str | None
+    read_index: np.ndarray  # int64[rows]
+    read_lengths: np.ndarray  # int64[reads]
+    name_lengths: np.ndarray  # int64[reads]
+    mapq: np.ndarray  # uint8[rows]
+    read_pool: np.ndarray  # the chunk's codes, then its reverse complements at the same offsets
+
+
+def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None) -> bytes:
+    """SAM text (no header) of one chunk, lines in input order.
+
+    ``chunk`` is the reader's ReadChunk; ``reference_text`` a :class:`ReferenceText` (contig
+    names for RNAME, reference codes for NM/MD). MAPQ is ``alignments.mapq`` when given, else
+    :func:`mapping_quality` under ``scoring``; secondary lines get MAPQ 0. Unmapped reads are
+    written (FLAG 4) only when ``write_unaligned``. A CIGAR that disagrees with its read or runs
+    past its contig raises ValueError (a bug upstream, not a user error).
+    """
+    rows_total = len(alignments.mapped)
+    read_index = np.arange(chunk.count, dtype=np.int64) if alignments.read_index is None else np.asarray(alignments.read_index, dtype=np.int64)
+    if len(read_index) != rows_total or len(alignments.cigar_offsets) != rows_total + 1:
+        raise ValueError(f"alignments have {rows_total} rows, read_index {len(read_index)}, cigar_offsets {len(alignments.cigar_offsets)} for a chunk of {chunk.count} reads")
+    if rows_total and (np.diff(read_index) < 0).any():
+        raise ValueError("alignment rows are not in input order")
+    read_lengths = np.diff(np.asarray(chunk.offsets, dtype=np.int64))
+    if (alignments.mapped & (read_lengths[read_index] == 0)).any():
+        raise ValueError("an empty read is marked mapped")
+    if alignments.mapq is not None:
+        mapq = np.asarray(alignments.mapq, dtype=np.uint8)
+    elif scoring is not None:
+        mapq = mapping_quality(alignments.score, alignments.second_score, read_lengths[read_index], scoring)
+    else:
+        raise ValueError("format_chunk needs alignments.mapq or a scoring to compute it")
+    if alignments.secondary is not None:
+        mapq = np.where(alignments.secondary, 0, mapq).astype(np.uint8)
+    rows = np.arange(rows_total, dtype=np.int64) if write_unaligned else np.flatnonzero(alignments.mapped)
+    if len(rows) == 0:
+        return b""
+    name_lengths = np.diff(np.asarray(chunk.name_offsets, dtype=np.int64))
+    context = _Context(
+        reference=reference_text,
+        read_group_id=read_group_id,
+        read_index=read_index,
+        read_lengths=read_lengths,
+        name_lengths=name_lengths,
+        mapq=mapq,
+        read_pool=np.asarray(chunk.both_codes, dtype=np.uint8),
+    )
+    # Bytes a line may take in its padded matrix: SEQ, QUAL, name, CIGAR (11 a op), MD, fixed.
+    op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
+    width = 4 * read_lengths[read_index[rows]] + name_lengths[read_index[rows]] + 12 * op_counts + 160
+    pieces = []
+    start = 0
+    lookahead = 4096
+    while start < len(rows):
+        # The longest batch whose rows x widest line stays under the budget (at least one row).
+        widest = np.maximum.accumulate(width[start : start + lookahead])
+        size = max(1, int(np.searchsorted(widest * np.arange(1, len(widest) + 1), _BATCH_BYTES, side="right")))
+        # Never split a read's rows: the batch ends where a read ends.
+        end = start + size
+        if end < len(rows):
+            end = int(np.searchsorted(read_index[rows], read_index[rows[end]], side="left"))
+            end = end if end > start else int(np.searchsorted(read_index[rows], read_index[rows[start]], side="right"))
+        pieces.append(_format_rows(chunk, alignments, rows[start:end], context))
+        lookahead = max(4096, 2 * (end - start))
+        start = end
+    return b"".join(pieces)

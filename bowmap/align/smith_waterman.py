@@ -1,0 +1,542 @@
+"""Owner of ``opencl/align/smith_waterman.cl``: affine-gap Smith-Waterman of reads against windows.
+
+Usage: each worker thread makes its own :class:`SmithWaterman` (own queue, kernels, buffers) and
+calls :meth:`SmithWaterman.best` on every candidate (read, window) pair of a chunk, then
+:meth:`SmithWaterman.traceback` on the pair chosen for each read. Reads and windows travel as
+concatenated ``uint8`` code arrays with offsets and lengths; pairs name a read and a window, so a
+read aligned against many windows is uploaded once.
+
+Definitions (the kernels and :mod:`bowmap.align.references.smith_waterman` follow them exactly):
+
+* Codes 0..3 are A, C, G, T; 4 (any code above 3) is ambiguous and scores ``-ambiguous``
+  against every base, itself included.
+* Local mode (default): the best-scoring pair of substrings, the read's unaligned ends soft
+  clipped. End-to-end mode ("glocal"): the whole read against any substring of the window.
+* Coordinates are 0-based, ends exclusive: the alignment covers read[read_start:read_end] and
+  window[window_start:window_end].
+* Best end cell. Local: the largest score, counting ``Scoring.clip_penalty`` as a bonus for each
+  read end the alignment reaches (BWA-MEM's clipping penalty: of two alignments, one clipping
+  a read end must score that much more to be chosen); the kernels report that chosen score
+  (:func:`cigar_scores` gives the CIGAR's own); ties go to the smallest window end, then the
+  smallest read end. When no cell scores above 0 the result is score 0, all ends 0, and the CIGAR is one
+  soft clip of the whole read (empty for an empty read): the caller reports the read unmapped.
+  End-to-end: read_end is always the read length; ties go to the smallest window end. An
+  alignment always exists: a window shorter than the read, even an empty one, still aligns with
+  insertions; window end 0 means the whole read inserted, score -(gap_open + m * gap_extend).
+* Traceback ties: a cell's score is taken from the diagonal (M) first, then from a deletion (D),
+  then from an insertion (I); a gap run prefers opening over extending (the shorter gap); in
+  local mode the walk stops at the first cell on the path whose score is 0 or less, so an
+  alignment never starts with a run of zero net score.
+* CIGAR: BAM encoding ``length << 4 | op`` with M = 0, I = 1, D = 2, S = 4; M covers matches and
+  mismatches alike. M + I + S lengths add up to the read length, M + D to
+  window_end - window_start, and re-scoring the CIGAR gives :func:`cigar_scores` of the score.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyopencl as cl
+
+from bowmap.runtime.arrays import segment_ranges
+from bowmap.runtime.devices import DeviceArray, DeviceContext, ReusedBuffer, nvidia_compute_capability, read_back
+from bowmap.runtime.errors import BowmapError
+
+SOURCE = "align/smith_waterman.cl"
+OP_M, OP_I, OP_D, OP_S = 0, 1, 2, 4
+SCORE_LIMIT = 1000  # each scoring parameter: keeps every sum far from int32 overflow
+SHORT_SCORE_LIMIT = 30000  # |H|, |F| below this: the boundary row is stored as 16-bit pairs
+PACKED_MARGIN = 2700  # gap and substitution costs below this keep packed lanes inside int16
+LONGEST_SEQUENCE = 1 << 20  # read or window length limit (int32 scores with SCORE_LIMIT)
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """Alignment scores, as positive magnitudes: a match adds ``match``, a mismatch subtracts
+    ``mismatch``, a base against N (code 4, either side) subtracts ``ambiguous``, and a gap of
+    k bases subtracts ``gap_open + k * gap_extend``.
+
+    The defaults are BWA-MEM's (match 1, mismatch 4, gap open 6, gap extend 1, N -1): the scores
+    the SAM consumers of short-read alignments (MAPQ calibration, variant callers' AS/XS use) are
+    used to, and a sensible choice for reads with about 1% substitution errors and rarer indels:
+    a mismatch costs 4 matches, so an alignment extends over a mismatch only when at least 4
+    matching bases follow, and a 1-base indel (7) costs a little less than 2 mismatches, so
+    two nearby mismatches are not preferred to one indel that explains them. N costs 1 as in
+    BWA: uncertain, not evidence against the position.
+    """
+
+    match: int = 1
+    mismatch: int = 4
+    gap_open: int = 6
+    gap_extend: int = 1
+    ambiguous: int = 1
+    end_to_end: bool = False  # False: local, soft clips at both ends; True: the whole read ("glocal")
+    # Local mode: what soft clipping an end of the read costs when the alignment is chosen
+    # (BWA-MEM's -L 5,5): an alignment reaching the read's first (last) base gains this much
+    # over one that clips it. Reported scores (AS) stay the CIGAR's own score.
+    clip_penalty: int = 5
+
+    def __post_init__(self):
+        for name in ("match", "mismatch", "gap_open", "gap_extend", "ambiguous", "clip_penalty"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not 0 <= value <= SCORE_LIMIT:
+                raise ValueError(f"scoring {name} must be an integer in 0..{SCORE_LIMIT}, not {value!r}")
+        if self.match < 1:
+            raise ValueError("scoring match must be at least 1")
+        if self.gap_open + self.gap_extend < 1:
+            raise ValueError("a 1-base gap must cost something: gap_open + gap_extend >= 1")
+
+    def build_options(self) -> tuple[str, ...]:
+        return (
+            f"-DMATCH={self.match}", f"-DMISMATCH={self.mismatch}", f"-DAMBIGUOUS={self.ambiguous}",
+            f"-DGAP_OPEN={self.gap_open}", f"-DGAP_EXTEND={self.gap_extend}", f"-DEND_TO_END={int(self.end_to_end)}",
+            f"-DCLIP_BONUS={self.clip_bonus}",
+        )
+
+    @property
+    def clip_bonus(self) -> int:
+        """The start and end bonus of the local DP: ``clip_penalty`` in local mode, 0 end-to-end."""
+        return 0 if self.end_to_end else self.clip_penalty
+
+    def needs_wide_scores(self, longest_read: int, longest_window: int) -> bool:
+        """Whether an H or F value of such pairs can leave (-SHORT_SCORE_LIMIT, SHORT_SCORE_LIMIT).
+
+        Upper bound: match * min(m, n). Lower bound: local scores are >= 0 and F >= -(open +
+        extend); end-to-end H[i][j] >= H[i][0] - (open + j * extend) = -(2 open + (i + j) extend),
+        and F one gap opening below that."""
+        high = self.match * min(longest_read, longest_window) + 2 * self.clip_bonus
+        low = 3 * (self.gap_open + self.gap_extend) + (longest_read + longest_window) * self.gap_extend
+        return max(high, low) >= SHORT_SCORE_LIMIT
+
+    def fits_packed_lanes(self, longest_read: int, longest_window: int) -> bool:
+        """Whether the two-pairs-a-work-item score kernel (``sw_score_twins``) may run such
+        pairs: every H and F within SHORT_SCORE_LIMIT (so every intermediate sum, at most
+        a gap cost or a substitution below or above them, stays inside a signed 16-bit lane),
+        and each score plus the gap-opening cost fits the kernel's signed-byte look-up words."""
+        open_extend = self.gap_open + self.gap_extend
+        penalty = max(self.mismatch, self.ambiguous)
+        return (
+            not self.needs_wide_scores(longest_read, longest_window)
+            and self.gap_open + 2 * self.gap_extend < PACKED_MARGIN
+            and penalty < PACKED_MARGIN
+            and -128 <= open_extend - penalty
+            and self.match + open_extend <= 127
+        )
+
+
+def _as_u32(array, what: str) -> np.ndarray:
+    array = np.asarray(array)
+    if array.ndim != 1:
+        raise ValueError(f"{what} must be one-dimensional")
+    if array.size and (array.min() < 0 or array.max() >= 2**32):
+        raise ValueError(f"{what} must fit in uint32")
+    return np.ascontiguousarray(array, dtype=np.uint32)
+
+
+class PackedText:
+    """A reference text on one device, 2 bits a base (the index's packed form, first base in
+    the low bits), with a bit a base marking the ambiguous ones when there are any. Given as
+    ``window_codes``, windows are (text position, length) pairs read by the kernels on the
+    device: no window bases are gathered on the host or copied in."""
+
+    def __init__(self, device: DeviceContext, packed: np.ndarray, length: int, ambiguous_starts=(), ambiguous_lengths=()):
+        mf = cl.mem_flags
+        packed = np.ascontiguousarray(packed, dtype=np.uint8)
+        if len(packed) * 4 < length:
+            raise ValueError("packed text shorter than its length")
+        self.length = int(length)
+        self.buffer = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=packed if len(packed) else np.zeros(1, np.uint8))
+        starts = np.asarray(ambiguous_starts, dtype=np.int64)
+        self.masked = len(starts) > 0
+        mask = np.zeros(1, dtype=np.uint8)
+        if self.masked:
+            mask = np.zeros(-(-self.length // 8), dtype=np.uint8)
+            for start, run in zip(starts.tolist(), np.asarray(ambiguous_lengths, dtype=np.int64).tolist()):  # a few runs
+                _set_bits(mask, start, start + run)
+        self.ambiguous = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=mask)
+
+    @classmethod
+    def from_index(cls, device: DeviceContext, index) -> PackedText:
+        return cls(device, index.packed, index.total_length, index.ambiguous_starts, index.ambiguous_lengths)
+
+
+def _set_bits(mask: np.ndarray, start: int, end: int) -> None:
+    """Set bits start .. end - 1 of a little-endian bit array (bit p: bit p % 8 of byte p // 8)."""
+    if start >= end:
+        return
+    first, last = start // 8, (end - 1) // 8
+    low = (0xFF << (start % 8)) & 0xFF
+    high = 0xFF >> (7 - (end - 1) % 8)
+    if first == last:
+        mask[first] |= low & high
+        return
+    mask[first] |= low
+    mask[first + 1 : last] = 0xFF
+    mask[last] |= high
+
+
+@dataclass
+class _Pairs:
+    """Checked inputs, with the pairs in launch order (longest first, so a wavefront's pairs
+    have similar lengths): ``order[k]`` is the caller's index of the pair launched k-th."""
+
+    read_codes: np.ndarray
+    read_offsets: np.ndarray
+    read_lengths: np.ndarray
+    window_codes: np.ndarray | PackedText
+    window_offsets: np.ndarray  # uint64
+    window_lengths: np.ndarray
+    pair_reads: np.ndarray  # in launch order
+    pair_windows: np.ndarray
+    order: np.ndarray
+    m: np.ndarray  # read length of each pair, launch order, int64
+    n: np.ndarray
+
+
+def _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows) -> _Pairs:
+    codes = []
+    for what, array in (("read codes", read_codes), ("window codes", window_codes)):
+        if isinstance(array, PackedText) or (what == "read codes" and isinstance(array, DeviceArray)):
+            codes.append(array)
+            continue
+        array = np.asarray(array)
+        if array.ndim != 1:
+            raise ValueError(f"{what} must be one-dimensional")
+        codes.append(np.ascontiguousarray(array, dtype=np.uint8))
+    read_offsets, read_lengths = _as_u32(read_offsets, "read offsets"), _as_u32(read_lengths, "read lengths")
+    window_offsets = np.asarray(window_offsets)
+    if window_offsets.ndim != 1 or (window_offsets.size and window_offsets.min() < 0):
+        raise ValueError("window offsets must be one-dimensional and not negative")
+    window_offsets = np.ascontiguousarray(window_offsets, dtype=np.uint64)
+    window_lengths = _as_u32(window_lengths, "window lengths")
+    pair_reads, pair_windows = _as_u32(pair_reads, "pair reads"), _as_u32(pair_windows, "pair windows")
+    for what, offsets, lengths, sequence_codes in (
+        ("read", read_offsets, read_lengths, codes[0]),
+        ("window", window_offsets, window_lengths, codes[1]),
+    ):
+        if len(offsets) != len(lengths):
+            raise ValueError(f"{what} offsets and lengths differ in size")
+        available = sequence_codes.length if isinstance(sequence_codes, PackedText) else len(sequence_codes)
+        if len(lengths) and int(np.add(offsets, lengths, dtype=np.uint64).max()) > available:
+            raise ValueError(f"a {what} reaches past the end of its codes")
+        if len(lengths) and int(lengths.max()) > LONGEST_SEQUENCE:
+            raise ValueError(f"a {what} is longer than {LONGEST_SEQUENCE} bases")
+    if len(pair_reads) != len(pair_windows):
+        raise ValueError("pair_reads and pair_windows differ in size")
+    if len(pair_reads) and (int(pair_reads.max()) >= len(read_lengths) or int(pair_windows.max()) >= len(window_lengths)):
+        raise ValueError("a pair names a read or window that does not exist")
+    m = read_lengths[pair_reads].astype(np.int64)
+    n = window_lengths[pair_windows].astype(np.int64)
+    order = np.lexsort((-n, -m)).astype(np.int64)  # longest reads first, then longest windows
+    return _Pairs(
+        codes[0], read_offsets, read_lengths, codes[1], window_offsets, window_lengths,
+        pair_reads[order], pair_windows[order], order, m[order], n[order],
+    )
+
+
+def twins(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs of launch positions with equal read length for ``sw_score_twins``: consecutive
+    positions within each run of equal ``m`` (the launch order sorts by length), the odd one
+    out of a run twinned with itself. Returns (first, second), second[k] >= first[k]."""
+    count = len(m)
+    run_starts = np.flatnonzero(np.r_[True, m[1:] != m[:-1]])
+    run_ends = np.r_[run_starts[1:], count]
+    rank = np.arange(count) - np.repeat(run_starts, run_ends - run_starts)
+    first = np.flatnonzero(rank % 2 == 0)
+    end = np.repeat(run_ends, run_ends - run_starts)[first]
+    second = np.where(first + 1 < end, first + 1, first)
+    return first, second
+
+
+class SmithWaterman:
+    """Kernels, a command queue and reused buffers for one worker thread on one device.
+
+    ``read_tile`` (8 or 16) is the number of read rows a work-item keeps in registers; the
+    default, 16, halves the boundary traffic of 8 at about 3 x 16 live registers.
+    ``scratch_bytes`` caps the boundary-row and direction buffers of one launch (default: an
+    eighth of the device's global memory, at most its largest allocation); a call larger than
+    that runs in several launches.
+    ``packed_scores``: :meth:`best` runs ``sw_score_twins``, two pairs of equal read length a
+    work-item in 16-bit lanes, whenever the scores fit (``Scoring.fits_packed_lanes``); else
+    ``sw_score``, one pair a work-item in 32-bit values. Same results either way. ``packed_asm``:
+    the lanes use Hopper's PTX instructions (add/max.s16x2, prmt) rather than OpenCL short2
+    operations; it defaults to whether the device is an NVIDIA GPU of compute capability 9.0 or
+    later. ``packed_scores`` defaults to True: the twins ran 3x (local) to 3.5x (end-to-end) the
+    one-pair kernel on PoCL (bench/smith_waterman.py) and faster on an H200 (see the README).
+    """
+
+    def __init__(self, device: DeviceContext, scoring: Scoring, queue: cl.CommandQueue | None = None,
+                 read_tile: int = 16, scratch_bytes: int | None = None,
+                 packed_scores: bool | None = None, packed_asm: bool | None = None):
+        if read_tile not in (8, 16):
+            raise ValueError("read_tile must be 8 or 16")
+        self.device = device
+        self.scoring = scoring
+        self.queue = queue if queue is not None else device.queue()
+        self.read_tile = read_tile
+        capability = nvidia_compute_capability(device.device)
+        hopper = capability is not None and capability >= (9, 0)
+        # NVIDIA's compiler gave sw_score_twins 139 registers a work-item in local mode (14 warps
+        # an SM); capped at 128 (16 warps, no spills) it ran 1.70 -> 2.16 TCUPS on an H200, the
+        # other kernels (at most 111 registers) unchanged; 96 was slower again.
+        self._compiler_options = () if capability is None else ("-cl-nv-maxrregcount=128",)
+        self.packed_scores = True if packed_scores is None else bool(packed_scores)
+        self.packed_asm = hopper if packed_asm is None else bool(packed_asm)
+        info = device.info
+        self.scratch_bytes = scratch_bytes or min(info.max_allocation, max(1 << 24, info.global_memory // 8))
+        self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
+        mf = cl.mem_flags
+        context = device.context
+        self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(9)]
+        self._group_inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(3)]
+        self._sent_reads = ReusedBuffer(context, mf.READ_ONLY)  # send_reads' (apart: calls do not overwrite it)
+        self._boundary = ReusedBuffer(context, mf.READ_WRITE)
+        self._directions = ReusedBuffer(context, mf.READ_WRITE)
+        self._results = ReusedBuffer(context, mf.WRITE_ONLY)
+        self._cigar = ReusedBuffer(context, mf.WRITE_ONLY)
+        # The latest kernel launches: with a profiling queue, benchmarks read their device time.
+        self.last_kernel_events: list[cl.Event] = []
+
+    # ------------------------------------------------------------ set-up
+
+    def _kernel(self, name: str, wide: bool, windows=None):
+        """The kernel for 16- or 32-bit boundary scores and for window codes given as bytes or
+        as a PackedText (with or without an ambiguity mask)."""
+        packed = isinstance(windows, PackedText)
+        key = (wide, packed, packed and windows.masked)
+        kernels = self._kernels.get(key)
+        if kernels is None:
+            options = self.scoring.build_options() + (
+                f"-DREAD_TILE={self.read_tile}", f"-DWIDE_BOUNDARY={int(wide)}",
+                f"-DPACKED_WINDOWS={int(packed)}", f"-DAMBIGUOUS_MASK={int(key[2])}",
+                f"-DPACKED_ASM={int(self.packed_asm)}",
+            ) + self._compiler_options
+            program = self.device.program(SOURCE, options)
+            names = ("sw_score", "sw_traceback", "sw_score_twins")
+            kernels = self._kernels[key] = {kernel_name: cl.Kernel(program, kernel_name) for kernel_name in names}
+            for kernel_name in names:
+                kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name], kernel_name != "sw_score_twins")
+        return kernels[name], kernels["group_" + name]
+
+    def _work_group_size(self, kernel, profiled: bool = True) -> int:
+        """A few warps/wavefronts a group, within the kernel's limit and the local memory the
+        query profile takes (5 codes x read_tile 16-bit scores a work-item; none for the twins)."""
+        device = self.device.device
+        multiple = kernel.get_work_group_info(cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, device)
+        largest = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+        fixed_local = kernel.get_work_group_info(cl.kernel_work_group_info.LOCAL_MEM_SIZE, device)
+        by_memory = (self.device.info.local_memory - fixed_local) // self._profile_bytes(1) if profiled else largest
+        size = max(1, min(largest, multiple * 2, by_memory))
+        if size >= multiple:
+            size -= size % multiple
+        return size
+
+    def _profile_bytes(self, group: int) -> int:
+        return 5 * self.read_tile * 2 * group
+
+    def _upload_sequences(self, pairs: _Pairs):
+        """Buffers of the kernels' first seven arguments: read codes, offsets and lengths, window
+        codes (or the packed text), offsets and lengths, and the ambiguity mask."""
+        windows = pairs.window_codes
+        arrays = (pairs.read_codes, pairs.read_offsets, pairs.read_lengths, windows, pairs.window_offsets, pairs.window_lengths)
+        buffers = [
+            array.buffer if isinstance(array, PackedText | DeviceArray) else staging.upload(self.queue, array)
+            for staging, array in zip(self._inputs, arrays)
+        ]
+        if isinstance(windows, PackedText):
+            return buffers + [windows.ambiguous]
+        return buffers + [self._inputs[8].at_least(1)]
+
+    def _launches(self, count: int, group: int, columns: np.ndarray, boundary_element: int, extra_bytes=None):
+        """Split the launch order into launches of whole work-groups whose scratch fits
+        ``scratch_bytes``: the boundary row, (longest window + 1) x global size x element, plus
+        ``extra_bytes`` per group (the direction words). Yields (first pair, end pair, groups)."""
+        groups = -(-count // group)
+        padded = np.zeros(groups * group, dtype=np.int64)
+        padded[:count] = columns
+        group_columns = padded.reshape(groups, group).max(axis=1) + 1
+        extra = np.zeros(groups, dtype=np.int64) if extra_bytes is None else np.asarray(extra_bytes, dtype=np.int64)
+        first = 0
+        while first < groups:
+            taken = np.arange(1, groups - first + 1)
+            cost = np.cumsum(extra[first:]) + np.maximum.accumulate(group_columns[first:]) * boundary_element * group * taken
+            last = first + int(np.searchsorted(cost, self.scratch_bytes, side="right"))
+            if last == first:
+                raise BowmapError(
+                    f"Smith-Waterman of work-group {first} (reads up to {int(self._m[first * group])} bases, windows up to "
+                    f"{int(group_columns[first]) - 1}) needs {int(cost[0])} bytes of scratch, more than the "
+                    f"{self.scratch_bytes} allowed on {self.device.info.name}"
+                )
+            yield first * group, min(last * group, count), slice(first, last)
+            first = last
+
+    # ------------------------------------------------------------ calls
+
+    def send_reads(self, read_codes) -> DeviceArray:
+        """Read codes sent once, given as ``read_codes`` to several calls (a chunk's scoring,
+        its rescue's and its traceback)."""
+        return self._sent_reads.send(self.queue, np.ascontiguousarray(read_codes, dtype=np.uint8))
+
+    def best(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
+        """Best score and end cell of every pair: (score, read_end, window_end), int32 arrays,
+        one entry per pair in the caller's order (ends exclusive; see the module docstring for
+        ties and the empty cases)."""
+        pairs = _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows)
+        count = len(pairs.order)
+        results = np.zeros((3, count), dtype=np.int32)
+        self.last_kernel_events = []
+        if count == 0:
+            return results[0], results[1], results[2]
+        longest_read, longest_window = int(pairs.m[0]), int(pairs.n.max())
+        sequences = self._upload_sequences(pairs)
+        launched = np.zeros((3, count), dtype=np.int32)
+        if self.packed_scores and self.scoring.fits_packed_lanes(longest_read, longest_window):
+            self._best_twins(pairs, sequences, launched)
+            results[:, pairs.order] = launched
+            return results[0], results[1], results[2]
+        wide = self.scoring.needs_wide_scores(longest_read, longest_window)
+        kernel, group = self._kernel("sw_score", wide, pairs.window_codes)
+        element = 8 if wide else 4
+        self._m = pairs.m
+        for start, stop, _ in self._launches(count, group, pairs.n, element):
+            size = stop - start
+            global_size = -(-size // group) * group
+            columns = int(pairs.n[start:stop].max()) + 1
+            boundary = self._boundary.at_least(columns * global_size * element)
+            pair_buffers = [staging.upload(self.queue, array[start:stop]) for staging, array in
+                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            output = self._results.at_least(3 * size * 4)
+            self.last_kernel_events.append(kernel(
+                self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size),
+                boundary, cl.LocalMemory(self._profile_bytes(group)), output,
+            ))
+            part = np.empty((3, size), dtype=np.int32)
+            read_back(self.queue, part, output)
+            launched[:, start:stop] = part
+        results[:, pairs.order] = launched
+        return results[0], results[1], results[2]
+
+    def _best_twins(self, pairs: _Pairs, sequences, launched: np.ndarray) -> None:
+        """:meth:`best` by ``sw_score_twins``: fills ``launched`` (3 x pairs, launch order)."""
+        kernel, group = self._kernel("sw_score_twins", False, pairs.window_codes)
+        first, second = twins(pairs.m)
+        self._m = pairs.m[first]
+        for start, stop, _ in self._launches(len(first), group, pairs.n[first], 8):
+            size = stop - start
+            global_size = -(-size // group) * group
+            columns = int(pairs.n[first[start:stop]].max()) + 1  # a twin's first has the longer window
+            boundary = self._boundary.at_least(columns * global_size * 8)
+            slots = np.stack((first[start:stop], second[start:stop]), axis=1).reshape(-1)
+            pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
+                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            output = self._results.at_least(3 * 2 * size * 4)
+            self.last_kernel_events.append(kernel(
+                self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size), boundary, output,
+            ))
+            part = np.empty((3, 2 * size), dtype=np.int32)
+            read_back(self.queue, part, output)
+            launched[:, slots] = part  # a pair twinned with itself writes its result twice
+
+    def traceback(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
+        """Best alignment of every pair with its CIGAR:
+        (score, read_start, read_end, window_start, window_end, cigar_ops, cigar_offsets,
+        cigar_lengths). The first five are int32 per pair and equal :meth:`best`'s score and
+        ends; pair k's CIGAR is cigar_ops[cigar_offsets[k] : + cigar_lengths[k]] (uint32, BAM
+        encoding), soft clips included in local mode.
+
+        Runs the same sweep as :meth:`best` while writing 4 direction bits a cell to a scratch
+        buffer, then walks back on the device: meant for the few pairs chosen per read."""
+        pairs = _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows)
+        count = len(pairs.order)
+        self.last_kernel_events = []
+        if count == 0:
+            empty = np.zeros(0, dtype=np.int32)
+            return empty, empty, empty, empty, empty, np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32)
+        wide = self.scoring.needs_wide_scores(int(pairs.m[0]), int(pairs.n.max()))
+        kernel, group = self._kernel("sw_traceback", wide, pairs.window_codes)
+        element = 8 if wide else 4
+        word = self.read_tile // 2  # bytes of one (tile, column) direction word
+        tiles = -(-pairs.m // self.read_tile)
+        capacity = pairs.m + pairs.n + 2  # CIGAR operations a pair may need
+        sequences = self._upload_sequences(pairs)
+        self._m = pairs.m
+        results = np.zeros((6, count), dtype=np.int32)
+        cigar_parts, cigar_row_offsets = [], []
+        # Direction words of work-group g: its most tiles x its longest window x group size.
+        all_groups = -(-count // group)
+        padded_tiles = np.zeros(all_groups * group, dtype=np.int64)
+        padded_columns = np.zeros(all_groups * group, dtype=np.int64)
+        padded_tiles[:count], padded_columns[:count] = tiles, pairs.n
+        all_group_columns = padded_columns.reshape(all_groups, group).max(axis=1)
+        all_group_words = padded_tiles.reshape(all_groups, group).max(axis=1) * all_group_columns * group
+        for start, stop, group_slice in self._launches(count, group, pairs.n, element, all_group_words * word):
+            size = stop - start
+            global_size = -(-size // group) * group
+            group_columns = all_group_columns[group_slice]
+            group_words = all_group_words[group_slice]
+            direction_offsets = (np.cumsum(group_words) - group_words).astype(np.uint64)
+            directions = self._directions.at_least(max(1, int(group_words.sum())) * word)
+            boundary = self._boundary.at_least((int(group_columns.max()) + 1) * global_size * element)
+            # Pair i's operations go to row i of a (size x pitch) table: only the first columns,
+            # as many as the longest CIGAR, are read back (a 2-D read), not the whole table.
+            pitch = int(capacity[start:stop].max())
+            cigar_offsets = np.arange(size, dtype=np.int64) * pitch
+            cigar_total = size * pitch
+            if cigar_total >= 2**32:
+                raise BowmapError("too many CIGAR operations in one traceback launch")
+            cigar_device = self._cigar.at_least(cigar_total * 4)
+            pair_buffers = [staging.upload(self.queue, array[start:stop]) for staging, array in
+                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            group_buffers = [staging.upload(self.queue, array) for staging, array in zip(
+                self._group_inputs, (direction_offsets, group_columns.astype(np.uint32), cigar_offsets.astype(np.uint32)))]
+            output = self._results.at_least(6 * size * 4)
+            self.last_kernel_events.append(kernel(
+                self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size),
+                boundary, cl.LocalMemory(self._profile_bytes(group)), directions, group_buffers[0], group_buffers[1],
+                cigar_device, group_buffers[2], output,
+            ))
+            part = np.empty((6, size), dtype=np.int32)
+            read_back(self.queue, part, output)
+            results[:, start:stop] = part
+            longest = int(part[5].max())
+            cigar_host = np.empty((size, longest), dtype=np.uint32)
+            if longest:
+                cl.enqueue_copy(
+                    self.queue, cigar_host, cigar_device, buffer_origin=(0, 0), host_origin=(0, 0),
+                    region=(4 * longest, size), buffer_pitches=(4 * pitch,), host_pitches=(4 * longest,), is_blocking=True,
+                )
+            cigar_row_offsets.append(np.arange(size, dtype=np.int64) * longest + sum(p.size for p in cigar_parts))
+            cigar_parts.append(cigar_host.reshape(-1))
+        # Back to the caller's order, the CIGARs compacted: operation k of pair p sits at its
+        # row offset + k in the concatenated launch outputs (rows as wide as the launch's longest).
+        row_offsets = np.concatenate(cigar_row_offsets)
+        all_cigars = np.concatenate(cigar_parts)
+        unordered = np.empty_like(results)
+        unordered[:, pairs.order] = results
+        caller_row_offsets = np.empty(count, dtype=np.int64)
+        caller_row_offsets[pairs.order] = row_offsets
+        lengths = unordered[5].astype(np.int64)
+        offsets = np.cumsum(lengths) - lengths
+        cigar_ops = all_cigars[segment_ranges(caller_row_offsets, lengths)]
+        return (
+            unordered[0], unordered[1], unordered[2], unordered[3], unordered[4],
+            cigar_ops, offsets.astype(np.uint32), lengths.astype(np.uint32),
+        )
+
+
+def cigar_scores(scoring: Scoring, score, read_start, read_end, read_length) -> np.ndarray:
+    """The CIGAR's own score (what re-scoring the alignment gives) of alignments the kernels
+    report with ``score``: in local mode that score holds the clip bonus for each read end the
+    alignment reaches (first base: read_start 0; last: read_end the read length), which this
+    takes off. An empty alignment (read_end 0) keeps its score. int64 arrays."""
+    score = np.asarray(score, dtype=np.int64)
+    read_start, read_end = np.asarray(read_start, dtype=np.int64), np.asarray(read_end, dtype=np.int64)
+    aligned = read_end > 0
+    bonus = scoring.clip_bonus * (aligned & (read_start == 0)) + scoring.clip_bonus * (aligned & (read_end == np.asarray(read_length, dtype=np.int64)))
+    return score - bonus
+
+
+def cigar_string(ops: np.ndarray) -> str:
+    """'5S10M1I4M' from BAM-encoded operations (for messages and tests)."""
+    return "".join(f"{int(op) >> 4}{'MIDNSHP=X'[int(op) & 15]}" for op in ops)

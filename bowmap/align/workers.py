@@ -1,0 +1,127 @@
+"""The workers of the align pipeline: one device command queue's stages (:class:`DeviceWorker`),
+the start of a worker process (:class:`ProcessWorker`), and how many workers a run gets.
+"""
+
+from __future__ import annotations
+
+import os
+
+from bowmap.align.extend import extend_chunk
+from bowmap.align.options import AlignOptions
+
+
+class DeviceWorker:
+    """One device command queue's kernels and buffers: used by one thread at a time."""
+
+    def __init__(self, index, reference_text, device, device_blocks, device_text, options: AlignOptions, scoring):
+        from bowmap.align.fm_search import FMSearch
+        from bowmap.align.smith_waterman import SmithWaterman
+        from bowmap.align.windows import SeedFilter
+
+        self.index = index
+        self.reference_text = reference_text
+        self.options = options
+        self.scoring = scoring
+        # The seed and the Smith-Waterman stages run in different threads: a queue each, so
+        # neither waits behind the other's kernels.
+        self.seed_filter = SeedFilter(index, device_blocks, FMSearch(device, device.queue()), options.seed)
+        extend_queue = device.queue()
+        self.smith_waterman = SmithWaterman(device, scoring, extend_queue)
+        # The rescue seeds on the extend stage's queue: the two stages may run in two threads.
+        self.rescue_filter = SeedFilter(index, device_blocks, FMSearch(device, extend_queue), options.seed)
+        self.device_text = device_text  # the packed reference on the device: windows are read there
+
+    def seed(self, chunk):
+        from bowmap.align.reads import as_chunk
+
+        chunk = as_chunk(chunk)  # a byte range of the input is read and parsed here
+        return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets, chunk.both_codes)
+
+    def extend(self, item) -> tuple[bytes, int, int]:
+        """The chunk's SAM text, its read count and its mapped-read count."""
+        from bowmap.align.sam import format_chunk
+
+        chunk, windows = item
+        alignments = extend_chunk(
+            self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter
+        )
+        read_group_id = self.options.read_group[0] if self.options.read_group else None
+        text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
+        return text, chunk.count, int(alignments.mapped.sum())
+
+
+class ProcessWorker:
+    """Starts one worker process's aligner (picklable: it travels to the worker process).
+
+    Process ``rank`` maps with device ``devices[rank % len(devices)]`` (DeviceInfo), its own
+    context, copy of the index blocks on the device and ``queues_per_device`` queue pairs (one:
+    chunks mapped one after the other; more: in threads, as in one process); the index files
+    are mapped, not read, so the processes share their pages (the parent checked them already)."""
+
+    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int):
+        self.options = options
+        self.scoring = scoring
+        self.devices = devices
+        self.queues = queues
+
+    def __call__(self, rank: int):
+        from bowmap.align.pipeline import start_gate
+        from bowmap.align.sam import ReferenceText
+        from bowmap.index.load import load_index
+        from bowmap.runtime.devices import context_for_info
+
+        index = load_index(self.options.index, verify=False)
+        with start_gate():
+            device = context_for_info(self.devices[rank % len(self.devices)])
+        workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)
+        return [[worker.seed for worker in workers], [worker.extend for worker in workers]]
+
+
+def device_workers(index, reference_text, device, queues: int, options: AlignOptions, scoring) -> list[DeviceWorker]:
+    """``queues`` workers on one device, sharing its copy of the index blocks and packed text."""
+    from bowmap.align.fm_search import DeviceBlock
+    from bowmap.align.smith_waterman import PackedText
+
+    blocks = [DeviceBlock(device, block) for block in index.blocks]
+    text = PackedText.from_index(device, index)
+    return [DeviceWorker(index, reference_text, device, blocks, text, options, scoring) for _ in range(queues)]
+
+
+# Device memory a worker process needs beside its copy of the index: its context, the
+# Smith-Waterman scratch and the chunk buffers (measured: about 0.5 GiB on an H200; with room).
+WORKER_DEVICE_BYTES = 1 << 30
+
+
+# Worker processes a CPU core with GPUs on a large input. A worker alternates its host work with
+# waits for its kernels (sleeping: devices.wait_idle), so more workers than cores keep both busy
+# once they run. Measured on one H200 with 16 cores, chr20, 150 bp: steady 1.15-1.18 M reads/s
+# with 15 workers, 1.30 M with 24, 1.30-1.31 M with 31, 1.16 M with 40; but each worker's start
+# (its device context, its kernels' builds) costs the whole run time (2 M reads: 6.6 s with 15,
+# 9.2 s with 24), so 24 win only past about 30 M reads: hence one a core but one below
+# LARGE_INPUT_CHUNKS (reader.chunk_bound's count: about 25 M FASTQ reads of 150 bp at the default
+# --chunk-bases), or where it is not known; 1.5 times (cores - 1) above it (22 on 16 cores).
+WORKERS_PER_CORE = 1.5
+LARGE_INPUT_CHUNKS = 1024
+
+
+def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = None) -> int:
+    """Worker processes when ``--processes`` is not given: with GPUs, one per CPU core this
+    process may use but one (kept for reading and writing; WORKERS_PER_CORE as many on an input
+    of LARGE_INPUT_CHUNKS or more), since the host's share of the work (seeds, windows, SAM text)
+    and its waits for the device are what limit a GPU run, but no more than the devices' memory
+    holds (each process keeps its own copy of the index there), nor than ``chunks``, a bound on
+    the input's chunks where it is known (a worker with no chunk would only make a device
+    context, slowing the others' start); with CPU devices one, since their kernels use every
+    core already."""
+    if not all(info.is_gpu for info in device_infos):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    per_process = index_bytes + WORKER_DEVICE_BYTES
+    fitting = sum(max(1, info.global_memory // per_process) for info in device_infos)
+    workers = cores - 1
+    if chunks is not None and chunks >= LARGE_INPUT_CHUNKS:
+        workers = int(WORKERS_PER_CORE * workers)
+    return max(1, min(workers, fitting, workers if chunks is None else chunks))

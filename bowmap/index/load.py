@@ -1,0 +1,258 @@
+"""Loading a bowmap index (see :mod:`bowmap.index.format`) and mapping text coordinates.
+
+Coordinates: "text" positions are 0-based offsets in the concatenation of all contigs; block
+positions are offsets inside one block's text (add the block's ``start`` for text positions);
+contig positions are 0-based offsets inside a contig.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap.index.format import (
+    FORMAT_VERSION,
+    MAGIC,
+    MANIFEST_SUFFIX,
+    UNPACK_2BIT,
+    WORDS_PER_LINE,
+    group_count,
+    line_count,
+    unpack_2bit,
+)
+from bowmap.runtime.arrays import prefix_mask, segment_ranges, windows
+from bowmap.runtime.errors import BowmapError
+from bowmap.runtime.files import open_for_reading, read_bytes
+
+# UNPACK_2BIT's rows as little-endian 32-bit words: a byte's four codes in one gather.
+_UNPACK_2BIT_WORDS = np.ascontiguousarray(UNPACK_2BIT).view("<u4").reshape(256)
+
+
+@dataclass
+class IndexBlock:
+    """One block's FM-index, in host memory."""
+
+    number: int
+    start: int  # text position of the block's first base
+    length: int  # n
+    primary: int
+    symbol_counts: np.ndarray  # int64[4]
+    occ: np.ndarray  # uint32[lines, 16]
+    marks: np.ndarray  # uint32[groups, 4]
+    samples: np.ndarray  # uint32
+
+    @property
+    def first_rows(self) -> np.ndarray:
+        """C: row of the first suffix starting with A, C, G, T (row 0 is the empty suffix)."""
+        return (1 + np.concatenate(([0], np.cumsum(self.symbol_counts)[:3]))).astype(np.int64)
+
+
+@dataclass
+class FMIndex:
+    prefix: str
+    manifest: dict
+    contig_names: list[str]
+    contig_starts: np.ndarray  # int64, text positions
+    contig_lengths: np.ndarray  # int64
+    ambiguous_starts: np.ndarray  # int64, text positions of ambiguous runs
+    ambiguous_lengths: np.ndarray  # int64
+    packed: np.ndarray  # uint8, 2-bit packed text
+    blocks: list[IndexBlock]
+
+    @property
+    def total_length(self) -> int:
+        return int(self.manifest["total_length"])
+
+    @property
+    def sa_sample(self) -> int:
+        return int(self.manifest["parameters"]["sa_sample"])
+
+    @property
+    def max_read_length(self) -> int:
+        return int(self.manifest["parameters"]["max_read_length"])
+
+    def text(self, start: int = 0, length: int | None = None) -> np.ndarray:
+        """Codes 0..3 of the indexed text (ambiguous bases read as their random stand-ins)."""
+        length = self.total_length - start if length is None else length
+        return unpack_2bit(self.packed, start, length)
+
+    def spans(self, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Reference codes of many text spans at once, concatenated: 0..3 for A, C, G, T and 4
+        where the reference base is ambiguous (its indexed stand-in is not reported).
+
+        Equal to ``codes_at`` of every position of every span, but a span at a time rather
+        than a base at a time: the packed bytes under each span are gathered as a row and
+        unpacked through a 256-entry table of 32-bit words (four codes a byte in one look-up),
+        each span is cut from its row, and the spans, cut to their lengths, are concatenated.
+        Only spans that meet an ambiguous run are then checked base by base."""
+        starts = np.asarray(starts, dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        total = int(lengths.sum())
+        if total == 0:
+            return np.zeros(0, dtype=np.uint8)
+        width = int(lengths.max())
+        row_bytes = min(width // 4 + 2, len(self.packed))  # width bases from any offset 0..3
+        # Rows of packed bytes through a strided view (no index array): row k starts at byte
+        # first[k], moved back near the text's end so that it stays inside the array.
+        first = np.minimum(starts >> 2, len(self.packed) - row_bytes)
+        packed_rows = np.lib.stride_tricks.sliding_window_view(self.packed, row_bytes)[first]
+        unpacked = np.take(_UNPACK_2BIT_WORDS, packed_rows).view(np.uint8).reshape(-1)
+        # Each span starts 0..3 codes into its unpacked row (more near the text's end): a window
+        # of the rows laid end to end, which may run into the next row past the span's length.
+        rows = windows(unpacked, np.arange(len(starts), dtype=np.int64) * (4 * row_bytes) + (starts - 4 * first), width)
+        if int(lengths.min()) == width:
+            codes = rows.reshape(-1)
+        else:
+            codes = rows[prefix_mask(lengths, width)]
+        if len(self.ambiguous_starts):
+            # The last ambiguous run starting before a span's end meets it if it ends after the
+            # span's start (runs are sorted and do not overlap).
+            run = np.searchsorted(self.ambiguous_starts, starts + lengths, side="left") - 1
+            run_ends = self.ambiguous_starts + self.ambiguous_lengths
+            meets = (run >= 0) & (lengths > 0) & (run_ends[np.maximum(run, 0)] > starts)
+            if meets.any():
+                first = np.cumsum(lengths) - lengths
+                flat = segment_ranges(first[meets], lengths[meets])
+                positions = segment_ranges(starts[meets], lengths[meets])
+                codes[flat] = self.codes_at(positions)
+        return codes
+
+    def codes_at(self, positions: np.ndarray) -> np.ndarray:
+        """Reference codes (uint8) at text positions, 4 where the base is ambiguous."""
+        positions = np.asarray(positions, dtype=np.int64)
+        codes = (self.packed[positions >> 2] >> ((positions & 3) << 1).astype(np.uint8)) & 3
+        if len(self.ambiguous_starts):
+            run = np.searchsorted(self.ambiguous_starts, positions, side="right") - 1
+            inside = (run >= 0) & (positions < (self.ambiguous_starts + self.ambiguous_lengths)[np.maximum(run, 0)])
+            codes[inside] = 4
+        return codes.astype(np.uint8)
+
+    def to_contig(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Text positions -> (contig index, 0-based position in that contig)."""
+        positions = np.asarray(positions, dtype=np.int64)
+        contigs = np.searchsorted(self.contig_starts, positions, side="right") - 1
+        return contigs, positions - self.contig_starts[contigs]
+
+    def span_is_clean(self, positions: np.ndarray, length: int | np.ndarray) -> np.ndarray:
+        """For each text span [position, position + length): True when it lies inside one contig
+        and touches no ambiguous base, so an alignment there may be reported."""
+        positions = np.asarray(positions, dtype=np.int64)
+        ends = positions + np.asarray(length, dtype=np.int64)
+        contigs, _ = self.to_contig(positions)
+        inside = ends <= self.contig_starts[contigs] + self.contig_lengths[contigs]
+        hole_ends = self.ambiguous_starts + self.ambiguous_lengths
+        # The first hole ending after the span's start must begin at or after the span's end.
+        first = np.searchsorted(hole_ends, positions, side="right")
+        clear = np.ones(len(positions), dtype=bool)
+        has_hole = first < len(hole_ends)
+        clear[has_hole] = self.ambiguous_starts[first[has_hole]] >= ends[has_hole]
+        return inside & clear
+
+
+def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...]) -> np.ndarray:
+    """One index file as a read-only array mapped from the file (processes mapping one index share
+    its pages), after checking its size against the manifest and the layout."""
+    path = os.path.join(os.path.dirname(os.path.abspath(prefix)), entry["name"])
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        open_for_reading(path, missing="index file missing (rebuild the index with `bowmap index`)").close()  # its error
+        raise
+    if size != entry["bytes"]:
+        raise BowmapError(f"{path}: index file truncated or damaged ({size} bytes, expected {entry['bytes']})")
+    expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if expected != size:
+        raise BowmapError(f"{path}: index file has {size} bytes where the manifest's layout needs {expected}")
+    if size == 0:
+        return np.empty(shape, dtype=dtype)
+    # A plain array over the mapping: indexing a np.memmap subclass costs far more per call.
+    try:
+        return np.memmap(path, dtype=dtype, mode="r", shape=shape).view(np.ndarray)
+    except OSError as error:
+        raise BowmapError(f"{path}: cannot read ({error.strerror or error})") from None
+
+
+def verify_index(index: FMIndex) -> None:
+    """Check the SHA-256 of every file of a loaded index, reading each file in pieces (hashlib lets
+    other threads run meanwhile: `bowmap align` checks in a helper thread while its worker
+    processes start, given an index loaded with ``verify=False``)."""
+    folder = os.path.dirname(os.path.abspath(index.prefix))
+    entries = [index.manifest["files"]["pac"]] + [entry for block in index.manifest["blocks"] for entry in block["files"].values()]
+    for entry in entries:
+        path = os.path.join(folder, entry["name"])
+        with open_for_reading(path, missing="index file missing (rebuild the index with `bowmap index`)") as handle:
+            digest = hashlib.sha256()
+            try:
+                while piece := handle.read(1 << 22):
+                    digest.update(piece)
+            except OSError as error:
+                raise BowmapError(f"{path}: cannot read ({error.strerror})") from None
+            digest = digest.hexdigest()
+        if digest != entry["sha256"]:
+            raise BowmapError(f"{path}: index file corrupted (SHA-256 does not match the manifest)")
+
+
+def read_manifest(prefix: str) -> dict:
+    path = prefix + MANIFEST_SUFFIX
+    raw = read_bytes(path, missing=f"no bowmap index at {prefix!r} (build one with `bowmap index REF.fa {prefix}`)")
+    try:
+        manifest = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("magic") != MAGIC:
+        raise BowmapError(f"{path}: not a bowmap index manifest")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise BowmapError(
+            f"{path}: index format version {version} is not the one this bowmap reads ({FORMAT_VERSION}); rebuild the index"
+        )
+    return manifest
+
+
+def load_index(prefix: str, verify: bool = True) -> FMIndex:
+    """Read and check the index at ``prefix``. With ``verify``, every file's SHA-256 is checked."""
+    manifest = read_manifest(prefix)
+    try:
+        contigs = manifest["contigs"]
+        total = int(manifest["total_length"])
+        sa_sample = int(manifest["parameters"]["sa_sample"])
+        packed = _load_file(prefix, manifest["files"]["pac"], np.uint8, (-(-total // 4),))
+        blocks = []
+        for number, block in enumerate(manifest["blocks"]):
+            n = int(block["length"])
+            files = block["files"]
+            marks = _load_file(prefix, files["mrk"], np.uint32, (group_count(n), 4))
+            blocks.append(
+                IndexBlock(
+                    number=number,
+                    start=int(block["start"]),
+                    length=n,
+                    primary=int(block["primary"]),
+                    symbol_counts=np.array(block["symbol_counts"], dtype=np.int64),
+                    occ=_load_file(prefix, files["occ"], np.uint32, (line_count(n), WORDS_PER_LINE)),
+                    marks=marks,
+                    samples=_load_file(prefix, files["sa"], np.uint32, (files["sa"]["bytes"] // 4,)),
+                )
+            )
+        index = FMIndex(
+            prefix=prefix,
+            manifest=manifest,
+            contig_names=[contig["name"] for contig in contigs],
+            contig_starts=np.array([contig["start"] for contig in contigs], dtype=np.int64),
+            contig_lengths=np.array([contig["length"] for contig in contigs], dtype=np.int64),
+            ambiguous_starts=np.array(manifest["ambiguous"]["starts"], dtype=np.int64),
+            ambiguous_lengths=np.array(manifest["ambiguous"]["lengths"], dtype=np.int64),
+            packed=packed,
+            blocks=blocks,
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        raise BowmapError(f"{prefix}{MANIFEST_SUFFIX}: damaged manifest ({type(error).__name__}: {error})") from None
+    if sa_sample < 1 or not blocks:
+        raise BowmapError(f"{prefix}{MANIFEST_SUFFIX}: damaged manifest (no blocks or bad sa_sample)")
+    if verify:
+        verify_index(index)
+    return index

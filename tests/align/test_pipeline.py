@@ -1,0 +1,176 @@
+"""Threads and queues: input order kept, identical to the serial run, failures stop everything."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import process_workers
+import pytest
+from process_workers import (
+    Chunk,  # spawned workers unpickle chunks: a module they can import
+)
+
+from bowmap.align.pipeline import run_processes, run_serial, run_threaded
+from bowmap.runtime.errors import BowmapError
+
+
+def slow_square(chunk: Chunk) -> Chunk:
+    time.sleep(random.random() * 0.002)
+    return Chunk(chunk.number, chunk.value**2)
+
+
+def plus_one(chunk: Chunk) -> Chunk:
+    time.sleep(random.random() * 0.002)
+    return Chunk(chunk.number, chunk.value + 1)
+
+
+@pytest.mark.parametrize("first, second, queue_size", [(1, 1, 1), (3, 2, 1), (4, 4, 8)])
+def test_threaded_equals_serial_in_input_order(first, second, queue_size):
+    chunks = [Chunk(number, number * 7 % 13) for number in range(60)]
+    serial, threaded = [], []
+    run_serial(chunks, [slow_square, plus_one], lambda chunk: serial.append(chunk.value))
+    run_threaded(chunks, [[slow_square] * first, [plus_one] * second], lambda chunk: threaded.append(chunk.value), queue_size)
+    assert threaded == serial
+
+
+def test_empty_input():
+    out = []
+    run_threaded([], [[slow_square], [plus_one] * 2], out.append)
+    assert out == []
+
+
+@pytest.mark.parametrize("where", ["reader", "stage", "writer"])
+def test_a_failure_anywhere_stops_every_thread_and_is_raised(where):
+    def chunks():
+        for number in range(10_000):
+            if where == "reader" and number == 50:
+                raise ValueError("bad record")
+            yield Chunk(number, number)
+
+    def stage(chunk):
+        if where == "stage" and chunk.number == 30:
+            raise ValueError("kernel failed")
+        return chunk
+
+    def write(chunk):
+        if where == "writer" and chunk.number == 10:
+            raise ValueError("disk full")
+
+    started = time.monotonic()
+    with pytest.raises(ValueError):
+        run_threaded(chunks(), [[stage] * 3, [plus_one] * 2], write, queue_size=2)
+    assert time.monotonic() - started < 5
+
+
+def test_one_slow_chunk_does_not_let_later_results_pile_up():
+    held = []
+
+    def stage(chunk):
+        if chunk.number == 0:
+            time.sleep(0.3)  # while this one waits, the other workers finish later chunks
+        return chunk
+
+    def write(chunk):
+        held.append(chunk.number)
+
+    started = []
+
+    def chunks():
+        for number in range(200):
+            started.append(number)
+            yield Chunk(number, number)
+
+    def watch(chunk):
+        # When chunk 0 is written, the reader has drawn at most the in-flight bound (queue size
+        # 2 x 2 queues + 4 workers) plus the one chunk it holds while waiting for room.
+        if chunk.number == 0:
+            assert len(started) <= 2 * 2 + 4 + 1
+        write(chunk)
+
+    run_threaded(chunks(), [[stage] * 4], watch, queue_size=2)
+    assert held == list(range(200))
+
+
+def test_at_most_start_at_once_workers_hold_the_start_gate(tmp_path):
+    from bowmap.align.pipeline import START_AT_ONCE
+
+    processes = START_AT_ONCE + 2
+    out = []
+    run_processes([Chunk(n, n) for n in range(20)], process_workers.GatedSquares(str(tmp_path)), out.append, processes)
+    assert [value for _, value, _ in out] == [n * n for n in range(20)]
+    held = [tuple(map(float, (tmp_path / str(rank)).read_text().split())) for rank in range(processes)]
+    busiest = max(sum(entered <= moment < left for entered, left in held) for moment, _ in held)
+    assert busiest <= START_AT_ONCE  # without the gate all of them hold it at once
+
+
+@pytest.mark.parametrize("processes", [1, 3])
+def test_processes_return_results_in_input_order(processes):
+    chunks = [Chunk(number, number * 7 % 13) for number in range(40)]
+    out = []
+    run_processes(chunks, process_workers.Squares(), out.append, processes, queue_size=1)
+    assert [(number, value) for number, value, _ in out] == [(c.number, c.value**2) for c in chunks]
+    assert len({pid for _, _, pid in out}) <= processes
+
+
+@pytest.mark.parametrize(
+    "starter, error, text",
+    [
+        (process_workers.FailAt(12, "user"), BowmapError, "chunk 12: bad input"),
+        (process_workers.FailAt(12, "bug"), RuntimeError, "ValueError: kernel failed"),
+        (process_workers.FailAt(12, "crash"), RuntimeError, "ended unexpectedly"),
+        (process_workers.FailsToStart(), BowmapError, "no such device"),
+    ],
+)
+def test_a_failing_process_stops_the_run(starter, error, text):
+    out = []
+    started = time.monotonic()
+    with pytest.raises(error, match=text):
+        run_processes((Chunk(n, n) for n in range(10_000)), starter, out.append, 2, queue_size=2)
+    assert time.monotonic() - started < 30
+    assert [number for number, _, _ in out] == list(range(len(out))) and len(out) <= 12
+
+
+def test_results_led_by_text_arrive_whole_and_in_order():
+    chunks = [Chunk(number, number * 3 % 17) for number in range(30)]
+    out = []
+    run_processes(chunks, process_workers.TextSquares(), out.append, 3, queue_size=1)
+    assert [result[:2] for result in out] == [process_workers.text_square(chunk)[:2] for chunk in chunks]
+    assert all(isinstance(result[0], bytes) for result in out)
+
+
+def test_a_bad_record_stops_the_processes():
+    def chunks():
+        for number in range(10_000):
+            if number == 20:
+                raise BowmapError("reads.fq:81: bad record")
+            yield Chunk(number, number)
+
+    with pytest.raises(BowmapError, match="bad record"):
+        run_processes(chunks(), process_workers.Squares(), lambda result: None, 2)
+
+
+def test_processes_with_threaded_stages_keep_input_order():
+    chunks = [Chunk(number, number * 5 % 11) for number in range(50)]
+    out = []
+    run_processes(chunks, process_workers.ThreadedSquares(), out.append, 2, queue_size=2)
+    assert [value for _, value, _ in out] == [c.value**2 + 1 for c in chunks]  # in input order
+
+
+@pytest.mark.parametrize(
+    "starter, error, text",
+    [
+        (process_workers.ThreadedFailing(), RuntimeError, "stage failed"),
+        (process_workers.DiesMidMessage(), RuntimeError, "ended unexpectedly"),
+        (process_workers.ExitsQuietly(), RuntimeError, "ended unexpectedly"),
+        (process_workers.DiesMidText(), RuntimeError, "ended unexpectedly"),
+    ],
+)
+def test_workers_that_fail_or_die_in_odd_ways_stop_the_run(starter, error, text):
+    def slow_write(result):
+        time.sleep(0.3)  # the parent reads results slowly: a dying worker is halfway through one
+
+    started = time.monotonic()
+    with pytest.raises(error, match=text):
+        run_processes((Chunk(n, n) for n in range(400)), starter, slow_write, 2, queue_size=1)
+    assert time.monotonic() - started < 60

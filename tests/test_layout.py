@@ -1,0 +1,124 @@
+"""The package layout holds its rules: layers import downwards only, no import cycles, no module
+over 600 lines, every package says what it holds (see README, "Architecture")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LONGEST_MODULE = 600
+
+# Layer of each top-level part of bowmap: a module may import its own layer's part and lower
+# layers only. align and modules share a layer but never import each other.
+LAYERS = {"runtime": 0, "index": 1, "index_builder": 1, "align": 2, "modules": 2, "commands": 3, "cli": 4}
+
+
+def modules() -> dict[str, Path]:
+    """Every module of the installed package by its dotted name (index_builder/ is bowmap.index_builder)."""
+    found = {}
+    for folder, package in ((ROOT / "bowmap", "bowmap"), (ROOT / "index_builder", "bowmap.index_builder")):
+        for path in folder.rglob("*.py"):
+            parts = list(path.relative_to(folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """The bowmap modules ``path`` imports anywhere (inside functions too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        found.update(target for target in targets if target in known and target != name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {name: imports(path, name, set(found)) for name, path in found.items()}
+
+
+def part(name: str) -> str:
+    """The top-level part of bowmap a module belongs to (``__main__`` is the CLI's)."""
+    top = name.split(".")[1] if name.count(".") else ""
+    return "cli" if top == "__main__" else top
+
+
+def test_layers_import_downwards_only():
+    wrong = []
+    for source, targets in graph().items():
+        for target in targets:
+            if target == "bowmap":  # the version, from the root
+                continue
+            low, high = part(target), part(source)
+            if high == "opencl" or low not in LAYERS or high not in LAYERS:
+                wrong.append(f"{source} -> {target}")
+            elif LAYERS[low] > LAYERS[high] or (LAYERS[low] == LAYERS[high] and low != high and (high, low) != ("index_builder", "index")):
+                wrong.append(f"{source} -> {target}")
+    assert not wrong, "imports against the layers: " + ", ".join(sorted(wrong))
+
+
+def test_kernel_modules_keep_to_themselves():
+    """Nothing reaches into a kernel module's package but its own code and its command."""
+    wrong = []
+    for source, targets in graph().items():
+        for target in targets:
+            if part(target) == "modules" and target.count(".") >= 3:
+                owner = ".".join(target.split(".")[:3])
+                command = "bowmap.commands." + target.split(".")[2]
+                if not (source == owner or source.startswith(owner + ".") or source == command):
+                    wrong.append(f"{source} -> {target}")
+    assert not wrong, ", ".join(sorted(wrong))
+
+
+def test_no_import_cycles():
+    edges = graph()
+    # Tarjan's strongly connected components; any with more than one module is a cycle.
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges[node]):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_no_module_is_too_long():
+    long = {name: lines for name, path in modules().items() if (lines := len(path.read_text().splitlines())) > LONGEST_MODULE}
+    assert not long, f"modules over {LONGEST_MODULE} lines: {long}"
+
+
+def test_every_package_says_what_it_holds():
+    silent = [name for name, path in modules().items() if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text()))]
+    assert not silent, f"packages without a docstring: {silent}"
