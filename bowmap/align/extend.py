@@ -8,11 +8,13 @@ position is 0-based on its contig (SAM's POS is one more).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from bowmap.align.options import AlignOptions
 from bowmap.align.windows import Windows
-from bowmap.runtime.arrays import unique
+from bowmap.runtime.arrays import segment_ranges, unique
 
 
 def minimum_scores(read_lengths: np.ndarray, scoring, end_to_end: bool, min_score: int | None) -> np.ndarray:
@@ -30,7 +32,7 @@ def minimum_scores(read_lengths: np.ndarray, scoring, end_to_end: bool, min_scor
     return np.minimum(30, np.maximum(perfect, 1))
 
 
-def _mix(values: np.ndarray) -> np.ndarray:
+def mix(values: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser: uint64 -> well-spread uint64."""
     with np.errstate(over="ignore"):
         values = (values ^ (values >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -59,11 +61,11 @@ def tie_breakers(codes: np.ndarray, offsets: np.ndarray, read: np.ndarray, start
     within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     bases = codes[np.repeat(offsets[reads], lengths) + within]
     with np.errstate(over="ignore"):
-        terms = _mix(within.astype(np.uint64) * np.uint64(4) + bases.astype(np.uint64) + np.uint64(1))
+        terms = mix(within.astype(np.uint64) * np.uint64(4) + bases.astype(np.uint64) + np.uint64(1))
         running = np.concatenate(([np.uint64(0)], np.cumsum(terms, dtype=np.uint64)))
         ends = np.cumsum(lengths)
         read_hash = running[ends] - running[ends - lengths]  # wraps modulo 2^64, as meant
-    breakers[tied] = _mix(read_hash[np.searchsorted(reads, read[tied])] ^ start[tied].astype(np.uint64))
+    breakers[tied] = mix(read_hash[np.searchsorted(reads, read[tied])] ^ start[tied].astype(np.uint64))
     return breakers
 
 
@@ -118,98 +120,149 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     With a ``rescuer`` (a SeedFilter on ``smith_waterman``'s queue: it reads the chunk's reads
     sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
     perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`), scored and ranked with the others."""
-    from bowmap.align.mapq import mapping_quality
-    from bowmap.align.sam import NO_SCORE, ChunkAlignments
-    from bowmap.align.smith_waterman import cigar_scores
-    from bowmap.runtime.arrays import segment_ranges
+    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
+    scored = extender.scored(windows, rescuer)
+    return extender.alignments(scored, scored.best, scored.best_score, scored.second_score)
 
-    count = chunk.count
-    lengths = np.diff(chunk.offsets)
-    read_codes = smith_waterman.send_reads(chunk.both_codes)  # once for every call below
-    read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
-    read_lengths = np.concatenate((lengths, lengths))
 
-    def sequences(windows: Windows):
-        """The Smith-Waterman calls' read and window arguments. Windows are (text position,
-        length): the kernels read their bases from the packed text on the device, so none are
-        gathered here or copied in."""
-        return read_codes, read_offsets, read_lengths, device_text, windows.start, windows.end - windows.start
+@dataclass
+class Scored:
+    """A chunk's candidate windows with their Smith-Waterman results (sorted by read), and each
+    read's best window (-1: none), its score and the best score among its other alignments."""
 
-    clip_bonus = scoring.clip_bonus
+    windows: Windows
+    score: np.ndarray  # int64: the kernel's score less both clip bonuses (see Extender.score)
+    read_end: np.ndarray  # int32: exclusive end of the best alignment in the read (its strand)
+    window_end: np.ndarray  # int32: exclusive end of the best alignment in the window
+    best: np.ndarray
+    best_score: np.ndarray
+    second_score: np.ndarray
 
-    def scored(windows: Windows):
-        """Best score and window end of each of ``windows``. The score is the kernel's (the
-        alignment's own plus the clip bonus of each read end it reaches) less both bonuses:
-        an alignment's score less the clip penalty of each end it clips, as BWA-MEM weighs
-        its candidates; a read's whole-length alignment keeps its own score."""
-        pairs = (windows.read + count * windows.reverse, np.arange(len(windows)))
-        score, _, window_end = smith_waterman.best(*sequences(windows), *pairs)
-        return score - 2 * clip_bonus, window_end
+    def text_end(self) -> np.ndarray:
+        """Exclusive text position where each window's best alignment ends."""
+        return self.windows.start + self.window_end
 
-    score, window_end = scored(windows)
-    best, best_score, second_score = _ranked(chunk, windows, score, window_end, count)
-    seed_options = options.seed
-    if rescuer is not None and seed_options.rescue_interval:
-        poor_below = lengths * scoring.match - seed_options.rescue_mismatches * (scoring.match + scoring.mismatch)
-        poor = (best_score < poor_below) & (lengths >= seed_options.seed_length)
-        extra = _new_windows(windows, rescuer.rescue_windows(chunk.codes, chunk.reverse_codes, chunk.offsets, poor, chunk.both_codes, read_codes), poor, index) if poor.any() else None
-        if extra is not None and len(extra):
-            extra_score, extra_end = scored(extra)
-            # The new windows go after the others, and only the rescued reads are ranked again
-            # (over their old and new windows, grouped by read): ranking the whole chunk again
-            # took a tenth of a worker's host time.
-            ranked_again = np.concatenate((np.flatnonzero(poor[windows.read]), len(windows) + np.arange(len(extra))))
-            windows = Windows(*(np.concatenate((getattr(windows, name), getattr(extra, name))) for name in Windows.FIELDS))
-            score, window_end = np.concatenate((score, extra_score)), np.concatenate((window_end, extra_end))
-            ranked_again = ranked_again[np.argsort(windows.read[ranked_again], kind="stable")]
-            subset = Windows(*(getattr(windows, name)[ranked_again] for name in Windows.FIELDS))
-            again = _ranked(chunk, subset, score[ranked_again], window_end[ranked_again], count)
-            best[poor] = np.where(again[0][poor] >= 0, ranked_again[np.maximum(again[0][poor], 0)], -1)
-            best_score[poor], second_score[poor] = again[1][poor], again[2][poor]
-    pair_reads = windows.read + count * windows.reverse
-    minimum = minimum_scores(lengths, scoring, options.end_to_end, options.min_score)
-    # Reported: the best alignment's own score (AS) reaches the minimum, as BWA-MEM's -T.
-    # best_score + 2 clip bonuses bounds it from above; the traceback gives it exactly.
-    mapped = (best >= 0) & (best_score + 2 * clip_bonus > 0) & (best_score + 2 * clip_bonus >= minimum)
-    chosen = best[mapped]
-    traced_score, read_start, read_end, window_start, _, cigar_ops, cigar_starts, traced_lengths = smith_waterman.traceback(
-        *sequences(windows), pair_reads[chosen], chosen
-    )
-    traced_score = cigar_scores(scoring, traced_score, read_start, read_end, lengths[mapped])
-    kept = (traced_score > 0) & (traced_score >= minimum[mapped])
-    if not kept.all():  # a clipped alignment whose bonus carried it over the minimum: unmapped
-        mapped[np.flatnonzero(mapped)[~kept]] = False
-        chosen, traced_score, window_start = chosen[kept], traced_score[kept], window_start[kept]
-        cigar_ops = cigar_ops[segment_ranges(cigar_starts[kept].astype(np.int64), traced_lengths[kept].astype(np.int64))]
-        traced_lengths = traced_lengths[kept]
-    position = np.zeros(count, dtype=np.int64)
-    contig = np.zeros(count, dtype=np.int32)
-    contig_of, offset = index.to_contig(windows.start[chosen] + window_start)
-    contig[mapped] = contig_of
-    position[mapped] = offset
-    cigar_lengths = np.zeros(count, dtype=np.int64)
-    cigar_lengths[mapped] = traced_lengths
-    cigar_offsets = np.concatenate(([0], np.cumsum(cigar_lengths)))
-    # The traceback's operations are in the order of the chosen reads, which is input order.
-    score_out = np.zeros(count, dtype=np.int32)
-    score_out[mapped] = traced_score
-    second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
-    # MAPQ weighs the best against the second best as they were compared: both less the clip
-    # penalty of each end they clip (AS is the best's own score, XS the second's compared one).
-    # With AS in place of the best, a clipped wrong hit over a clipped second (the read's true
-    # place not found) got a higher MAPQ than the scores that chose it support.
-    mapq = mapping_quality(np.where(mapped, best_score, 0), second, lengths, scoring)
-    return ChunkAlignments(
-        mapped=mapped,
-        reverse=np.where(mapped, windows.reverse[np.maximum(best, 0)], False) if len(windows) else mapped.copy(),
-        contig=contig,
-        position=position,
-        score=score_out,
-        second_score=second,
-        cigar_ops=cigar_ops,
-        cigar_offsets=cigar_offsets,
-        mapq=mapq,
-    )
+
+class Extender:
+    """The extend stage of one chunk: scores windows, ranks them, traces the chosen ones.
+
+    Reads are sent to the device once (every call below reads them there); windows are (text
+    position, length), and the kernels read their bases from the packed text on the device."""
+
+    def __init__(self, device_text, index, smith_waterman, chunk, scoring, options: AlignOptions):
+        self.device_text, self.index, self.smith_waterman = device_text, index, smith_waterman
+        self.chunk, self.scoring, self.options = chunk, scoring, options
+        self.count = chunk.count
+        self.lengths = np.diff(chunk.offsets)
+        self.read_codes = smith_waterman.send_reads(chunk.both_codes)  # once for every call below
+        self.read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
+        self.read_lengths = np.concatenate((self.lengths, self.lengths))
+
+    def _sequences(self, windows: Windows):
+        return self.read_codes, self.read_offsets, self.read_lengths, self.device_text, windows.start, windows.end - windows.start
+
+    def score(self, windows: Windows):
+        """Best score, read end and window end of each of ``windows``. The score is the
+        kernel's (the alignment's own plus the clip bonus of each read end it reaches) less both
+        bonuses: an alignment's score less the clip penalty of each end it clips, as BWA-MEM
+        weighs its candidates; a read's whole-length alignment keeps its own score."""
+        pairs = (windows.read + self.count * windows.reverse, np.arange(len(windows)))
+        score, read_end, window_end = self.smith_waterman.best(*self._sequences(windows), *pairs)
+        return score - 2 * self.scoring.clip_bonus, read_end, window_end
+
+    def scored(self, windows: Windows, rescuer=None) -> Scored:
+        """Every window scored and ranked; with a ``rescuer``, poor reads' dense-seed windows too."""
+        score, read_end, window_end = self.score(windows)
+        scored = Scored(windows, score, read_end, window_end, *_ranked(self.chunk, windows, score, window_end, self.count))
+        seed_options = self.options.seed
+        if rescuer is not None and seed_options.rescue_interval:
+            scoring, lengths = self.scoring, self.lengths
+            poor_below = lengths * scoring.match - seed_options.rescue_mismatches * (scoring.match + scoring.mismatch)
+            poor = (scored.best_score < poor_below) & (lengths >= seed_options.seed_length)
+            if poor.any():
+                chunk = self.chunk
+                found = rescuer.rescue_windows(chunk.codes, chunk.reverse_codes, chunk.offsets, poor, chunk.both_codes, self.read_codes)
+                scored = self.add(scored, _new_windows(windows, found, poor, self.index), poor)
+        return scored
+
+    def add(self, scored: Scored, extra: Windows, reads: np.ndarray) -> Scored:
+        """``scored`` with the ``extra`` windows (of the reads in the mask ``reads``) scored and
+        put after the others; only those reads are ranked again (over their old and new
+        windows, grouped by read): ranking the whole chunk again took a tenth of a worker's
+        host time."""
+        if len(extra) == 0:
+            return scored
+        windows = scored.windows
+        extra_score, extra_read_end, extra_end = self.score(extra)
+        ranked_again = np.concatenate((np.flatnonzero(reads[windows.read]), len(windows) + np.arange(len(extra))))
+        windows = Windows(*(np.concatenate((getattr(windows, name), getattr(extra, name))) for name in Windows.FIELDS))
+        score = np.concatenate((scored.score, extra_score))
+        read_end = np.concatenate((scored.read_end, extra_read_end))
+        window_end = np.concatenate((scored.window_end, extra_end))
+        ranked_again = ranked_again[np.argsort(windows.read[ranked_again], kind="stable")]
+        subset = Windows(*(getattr(windows, name)[ranked_again] for name in Windows.FIELDS))
+        again = _ranked(self.chunk, subset, score[ranked_again], window_end[ranked_again], self.count)
+        best, best_score, second_score = scored.best.copy(), scored.best_score.copy(), scored.second_score.copy()
+        best[reads] = np.where(again[0][reads] >= 0, ranked_again[np.maximum(again[0][reads], 0)], -1)
+        best_score[reads], second_score[reads] = again[1][reads], again[2][reads]
+        return Scored(windows, score, read_end, window_end, best, best_score, second_score)
+
+    def minimum(self) -> np.ndarray:
+        return minimum_scores(self.lengths, self.scoring, self.options.end_to_end, self.options.min_score)
+
+    def alignments(self, scored: Scored, chosen_window, compared_score, second_score, mapq=None, proper=None):
+        """ChunkAlignments of the windows ``chosen_window`` (one a read, -1: none), traced back on
+        the device. A read is reported when its alignment's own score (AS) reaches the minimum,
+        as BWA-MEM's -T; ``compared_score`` (the score it was chosen by, see :meth:`score`) + 2
+        clip bonuses bounds AS from above, and the traceback gives it exactly. MAPQ weighs
+        ``compared_score`` against ``second_score`` (both less the clip penalty of each end they
+        clip: with AS in place of the best, a clipped wrong hit over a clipped second got a
+        higher MAPQ than the scores that chose it support), unless ``mapq`` is given."""
+        from bowmap.align.mapq import mapping_quality
+        from bowmap.align.sam import NO_SCORE, ChunkAlignments
+        from bowmap.align.smith_waterman import cigar_scores
+
+        count, lengths, clip_bonus, windows = self.count, self.lengths, self.scoring.clip_bonus, scored.windows
+        pair_reads = windows.read + count * windows.reverse
+        minimum = self.minimum()
+        mapped = (chosen_window >= 0) & (compared_score + 2 * clip_bonus > 0) & (compared_score + 2 * clip_bonus >= minimum)
+        chosen = chosen_window[mapped]
+        traced_score, read_start, read_end, window_start, _, cigar_ops, cigar_starts, traced_lengths = self.smith_waterman.traceback(
+            *self._sequences(windows), pair_reads[chosen], chosen
+        )
+        traced_score = cigar_scores(self.scoring, traced_score, read_start, read_end, lengths[mapped])
+        kept = (traced_score > 0) & (traced_score >= minimum[mapped])
+        if not kept.all():  # a clipped alignment whose bonus carried it over the minimum: unmapped
+            mapped[np.flatnonzero(mapped)[~kept]] = False
+            chosen, traced_score, window_start = chosen[kept], traced_score[kept], window_start[kept]
+            cigar_ops = cigar_ops[segment_ranges(cigar_starts[kept].astype(np.int64), traced_lengths[kept].astype(np.int64))]
+            traced_lengths = traced_lengths[kept]
+        position = np.zeros(count, dtype=np.int64)
+        contig = np.zeros(count, dtype=np.int32)
+        contig_of, offset = self.index.to_contig(windows.start[chosen] + window_start)
+        contig[mapped] = contig_of
+        position[mapped] = offset
+        cigar_lengths = np.zeros(count, dtype=np.int64)
+        cigar_lengths[mapped] = traced_lengths
+        cigar_offsets = np.concatenate(([0], np.cumsum(cigar_lengths)))
+        # The traceback's operations are in the order of the chosen reads, which is input order.
+        score_out = np.zeros(count, dtype=np.int32)
+        score_out[mapped] = traced_score
+        second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
+        if mapq is None:
+            mapq = mapping_quality(np.where(mapped, compared_score, 0), second, lengths, self.scoring)
+        return ChunkAlignments(
+            mapped=mapped,
+            reverse=np.where(mapped, windows.reverse[np.maximum(chosen_window, 0)], False) if len(windows) else mapped.copy(),
+            contig=contig,
+            position=position,
+            score=score_out,
+            second_score=second,
+            cigar_ops=cigar_ops,
+            cigar_offsets=cigar_offsets,
+            mapq=np.where(mapped, mapq, 0).astype(np.uint8),
+            proper=None if proper is None else proper & mapped & mapped[np.arange(count) ^ 1],
+        )
 
 
 def _ranked(chunk, windows: Windows, score, window_end, count: int):

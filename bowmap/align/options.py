@@ -14,6 +14,10 @@ class AlignOptions:
 
     index: str
     reads: str
+    mates: str | None = None  # R2 file of paired-end reads (reads is R1)
+    interleaved: bool = False  # reads holds R1, R2, R1, R2, ...
+    insert_size: object = None  # bowmap.align.pairs.InsertModel given by --insert-size; None: estimated
+    unpaired_penalty: int = 17  # bwa's -U
     output: str | None = None  # None or "-": stdout; *.bam: BAM
     devices: str | None = None
     queues_per_device: int | None = None  # None: 2 with one process, 1 a worker process
@@ -28,3 +32,7 @@ class AlignOptions:
     serial: bool = False  # debugging: no threads, one device queue
     progress: bool = False
     command_line: str = ""
+
+    @property
+    def paired(self) -> bool:
+        return self.mates is not None or self.interleaved

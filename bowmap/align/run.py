@@ -10,8 +10,10 @@ Per chunk (plain functions, so the serial runner and the threads share them):
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
+import threading
 import time
 
 from bowmap.align.options import AlignOptions
@@ -57,7 +59,7 @@ def run_align(options: AlignOptions) -> dict:
         first_input_error,
         input_chunks,
     )
-    from bowmap.align.sam import ReferenceText, sam_header
+    from bowmap.align.reference import ReferenceText, sam_header
     from bowmap.align.smith_waterman import Scoring
     from bowmap.index.load import load_index, verify_index
     from bowmap.runtime.devices import context_for, list_devices, parse_device_spec
@@ -90,7 +92,7 @@ def run_align(options: AlignOptions) -> dict:
                     "implemented yet: rebuild the index with a larger --device-mem"
                 )
         processes = 1 if options.serial else options.processes or default_processes(
-            device_infos, needed, chunk_bound(options.reads, options.chunk_bases)
+            device_infos, needed, chunk_bound(options.reads, options.chunk_bases // (2 if options.mates else 1))
         )
         workers = []
         if processes == 1:
@@ -102,22 +104,30 @@ def run_align(options: AlignOptions) -> dict:
         else:
             layout = f"{processes} worker processes, {options.queues_per_device or 1} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
-        totals = {"reads": 0, "mapped": 0}
+        totals = {"reads": 0, "mapped": 0, "proper": 0}
         first_written: list[float] = []  # seconds from the start to the first chunk's SAM
         mapping_started = time.perf_counter()
+        model = _ModelHolder(options.insert_size)
 
         def write(result):
-            text, reads, mapped = result
+            text, reads, mapped, proper, observations = result
+            if observations is not None:  # the paired model's sample: nothing to write
+                model.estimate(*observations)
+                return
             if not totals["reads"]:
                 first_written.append(time.perf_counter() - started)
             writer.write(text)
             totals["reads"] += reads
             totals["mapped"] += mapped
+            totals["proper"] += proper
             bar.update(reads)
 
         def verified_chunks():
             verification.result()
             log.info("index checksums match [%.2f s]", time.perf_counter() - started)
+            if options.paired:
+                yield from paired_chunks(options, index.max_read_length, model)
+                return
             # Chunks, or byte ranges of the input that the workers read and parse themselves.
             yield from input_chunks(options.reads, options.chunk_bases, index.max_read_length)
 
@@ -135,6 +145,7 @@ def run_align(options: AlignOptions) -> dict:
             raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
     finally:
+        model.stop.set()  # a reader waiting for the model after a failure gives up
         bar.close()
         writer.close(success)
     elapsed = time.perf_counter() - started
@@ -156,4 +167,70 @@ def run_align(options: AlignOptions) -> dict:
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
         reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
     )
+    if options.paired:
+        summary.update(pairs=reads // 2, proper=totals["proper"], insert_model=model.model)
+        log.info(
+            "%d pairs, %.2f%% of reads properly paired; %s",
+            reads // 2, 100 * totals["proper"] / max(reads, 1), model.model.describe() if model.model else "no pairs",
+        )
     return summary
+
+
+class _ModelHolder:
+    """The run's insert-size model: given, or estimated in the writer from the sample's result
+    while the reader waits for it (see :func:`paired_chunks`)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.sample_pairs = 0
+        self.ready = threading.Event()
+        self.stop = threading.Event()
+        if model is not None:
+            self.ready.set()
+
+    def estimate(self, orientation, distance) -> None:
+        from bowmap.align.pairs import estimate_model
+
+        self.model = estimate_model(orientation, distance, self.sample_pairs)
+        log.info("%s", self.model.describe())
+        self.ready.set()
+
+    def wait(self):
+        """The model once estimated; None when the run has stopped first (it failed)."""
+        while not self.ready.wait(0.1):
+            if self.stop.is_set():
+                return None
+        return self.model
+
+
+def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHolder):
+    """Chunks of whole pairs, each carrying the insert-size model. Without a given model, the
+    first item is the model's sample (the first SAMPLE_PAIRS pairs, number 0, no model): the
+    pipeline maps it, the writer estimates the model from it, and only then do the chunks
+    follow (numbered from 1), so every chunk is paired under one model whatever the threads,
+    processes or chunk size. The chunks read for the sample are held, not read again: stdin
+    works too."""
+    import dataclasses
+
+    from bowmap.align.pairs import SAMPLE_PAIRS
+    from bowmap.align.reads.chunk import Batch, ReadChunk, concatenate_batches, slice_batch
+    from bowmap.align.reads.pairs import read_pairs
+
+    chunks = read_pairs(options.reads, options.mates, options.chunk_bases, max_read_length)
+    held, shift = [], 0
+    if model.model is None:
+        while sum(chunk.count for chunk in held) < 2 * SAMPLE_PAIRS:
+            chunk = next(chunks, None)
+            if chunk is None:
+                break
+            held.append(chunk)
+        if held:
+            batch = concatenate_batches([Batch(c.names, c.name_offsets, c.codes, c.offsets, c.qualities) for c in held])
+            batch = slice_batch(batch, 0, min(batch.count, 2 * SAMPLE_PAIRS))
+            model.sample_pairs = batch.count // 2
+            yield ReadChunk(0, 0, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities, paired=True)
+            if model.wait() is None:
+                return
+            shift = 1
+    for chunk in itertools.chain(held, chunks):
+        yield dataclasses.replace(chunk, number=chunk.number + shift, insert_model=model.model)

@@ -22,19 +22,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap import __version__
 from bowmap.align.mapq import NO_SCORE, mapping_quality
-from bowmap.runtime.arrays import prefix_mask, segment_ranges, windows
-from bowmap.runtime.errors import BowmapError, UsageError
+from bowmap.align.reference import ReferenceText
+from bowmap.runtime.arrays import exclusive_cumsum, prefix_mask, segment_ranges, windows
 
 __all__ = [
     "NO_SCORE",
     "ChunkAlignments",
-    "ReferenceText",
-    "SamWriter",
     "format_chunk",
     "mapping_quality",
-    "sam_header",
 ]
 
 # BAM CIGAR operation codes (op = length << 4 | code) and their letters.
@@ -77,6 +73,7 @@ class ChunkAlignments:
     mapq: np.ndarray | None = None  # uint8[m]; None: computed by format_chunk from the scores
     secondary: np.ndarray | None = None  # bool[m]; None: all primary
     read_index: np.ndarray | None = None  # int64[m]; None: row i is read i
+    proper: np.ndarray | None = None  # bool[m], paired chunks: the pair is properly paired (FLAG 0x2)
 
     @classmethod
     def all_unmapped(cls, count: int) -> ChunkAlignments:
@@ -93,108 +90,7 @@ class ChunkAlignments:
         )
 
 
-class ReferenceText:
-    """Reference codes (0..3, 4 = ambiguous) looked up for many positions at once.
-
-    Reads either a loaded index (its packed text, with ambiguous runs read as 4) or one code a
-    byte (``codes``, for tests).
-    """
-
-    def __init__(self, names, starts, lengths, *, codes=None, index=None):
-        self.contig_names = [str(name) for name in names]
-        self.contig_starts = np.asarray(starts, dtype=np.int64)
-        self.contig_lengths = np.asarray(lengths, dtype=np.int64)
-        self._codes = None if codes is None else np.asarray(codes, dtype=np.uint8)
-        self._index = index
-        if (self._codes is None) == (self._index is None):
-            raise ValueError("ReferenceText needs exactly one of codes and index")
-        self._rname_table = None
-
-    @classmethod
-    def from_index(cls, index) -> ReferenceText:
-        """From a loaded :class:`bowmap.index.FMIndex` (no copy of the packed text)."""
-        return cls(index.contig_names, index.contig_starts, index.contig_lengths, index=index)
-
-    @classmethod
-    def from_sequences(cls, names, sequences) -> ReferenceText:
-        """From one code array (0..3, 4 = ambiguous) per contig."""
-        lengths = np.array([len(sequence) for sequence in sequences], dtype=np.int64)
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-        codes = np.concatenate([np.asarray(s, dtype=np.uint8) for s in sequences]) if sequences else np.zeros(0, np.uint8)
-        return cls(names, starts, lengths, codes=codes)
-
-    def spans(self, text_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """Codes of many spans (0-based text starts, lengths), concatenated."""
-        if self._codes is not None:
-            return self._codes[segment_ranges(text_starts, lengths)]
-        return self._index.spans(text_starts, lengths)
-
-    def span_rows(self, text_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-        """Codes of many spans as a matrix, row i holding span i from column 0 (what lies past
-        its length is not specified); as wide as the longest span, at least one column."""
-        width = max(int(lengths.max(initial=0)), 1)
-        if self._codes is not None:
-            return windows(self._codes, text_starts, width)
-        # Spans of one length come back as rows already, with no cutting apart: ask for the
-        # width at every start (less where the text ends before).
-        wanted = np.minimum(width, self.contig_starts[-1] + self.contig_lengths[-1] - text_starts)
-        codes = self.spans(text_starts, wanted)
-        if (wanted == width).all():
-            return codes.reshape(len(text_starts), width)
-        return windows(codes, _exclusive_cumsum(wanted), width)
-
-    def rname_table(self) -> np.ndarray:
-        """Padded RNAME bytes: row c is contig c's name, the last row is '*'."""
-        if self._rname_table is None:
-            encoded = [name.encode() for name in self.contig_names] + [b"*"]
-            self._rname_table = np.array(encoded, dtype=f"S{max(len(name) for name in encoded)}")
-            self._rname_table = self._rname_table.view(np.uint8).reshape(len(encoded), -1)
-        return self._rname_table
-
-
-# ---------------------------------------------------------------------------------- header
-
-
-def _check_header_text(text: str, what: str) -> None:
-    if not text or any(character in text for character in "\t\n\r") or not text.isprintable():
-        raise UsageError(f"{what} {text!r}: must be non-empty printable text without tabs or newlines")
-
-
-def sam_header(contig_names, contig_lengths, command_line: str, read_group: tuple[str, list[str]] | None) -> str:
-    """The SAM header: @HD VN:1.6 SO:unsorted, one @SQ a contig, @RG when ``read_group`` is
-    (ID, ["TAG:VALUE", ...]), and @PG with the command line. A bad read-group field or contig
-    name raises a one-line :class:`UsageError` / :class:`BowmapError`."""
-    lines = ["@HD\tVN:1.6\tSO:unsorted"]
-    for name, length in zip(contig_names, contig_lengths):
-        # htslib reads any other printable name; these would break SAM parsing.
-        if not name or name[0] in "*=" or not name.isprintable() or any(c.isspace() for c in name):
-            raise BowmapError(f"reference name {name!r} cannot be written to SAM (empty, starts with '*' or '=', or has spaces)")
-        lines.append(f"@SQ\tSN:{name}\tLN:{int(length)}")
-    if read_group is not None:
-        identifier, fields = read_group
-        _check_header_text(identifier, "--rg-id")
-        seen = {"ID"}
-        for field in fields:
-            tag, colon, value = field.partition(":")
-            if not (len(tag) == 2 and tag[0].isascii() and tag[0].isalpha() and tag.isascii() and tag.isalnum()) or not colon:
-                raise UsageError(f"--rg {field!r}: expected TAG:VALUE with a two-character tag such as SM:sample")
-            _check_header_text(value, f"--rg {tag}")
-            if tag in seen:
-                raise UsageError(f"--rg {field!r}: tag {tag} given twice (ID comes from --rg-id)")
-            seen.add(tag)
-        lines.append("\t".join(["@RG", f"ID:{identifier}", *fields]))
-    # CL is one header field: tabs or newlines inside the command line would split it.
-    command = " ".join(command_line.split())
-    lines.append(f"@PG\tID:bowmap\tPN:bowmap\tVN:{__version__}\tCL:{command}")
-    return "\n".join(lines) + "\n"
-
-
 # ---------------------------------------------------------------------------- array helpers
-
-
-def _exclusive_cumsum(values: np.ndarray) -> np.ndarray:
-    values = np.asarray(values, dtype=np.int64)
-    return np.cumsum(values) - values
 
 
 def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -218,7 +114,7 @@ def _cut(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def _padded(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Rows of a NUL-padded matrix from concatenated rows (``flat`` holds exactly the rows)."""
-    return _rows(flat, _exclusive_cumsum(lengths), lengths)
+    return _rows(flat, exclusive_cumsum(lengths), lengths)
 
 
 # Decimal text of 0..9999 as little-endian 32-bit words of four bytes, unpadded (NULs after the
@@ -278,6 +174,7 @@ class _Cigars:
     cigar: np.ndarray
     edit_distance: np.ndarray
     md: np.ndarray
+    span: np.ndarray  # reference bases each alignment covers
 
 
 def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Cigars:
@@ -297,7 +194,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Ciga
 
     if not _SUPPORTED[op_code].all() or (op_length <= 0).any():
         raise ValueError("CIGAR with an unsupported operation (only M I D S = X) or a zero length")
-    first_op = _exclusive_cumsum(op_counts)
+    first_op = exclusive_cumsum(op_counts)
     op_rank = np.arange(len(ops)) - first_op[op_row]
     clip_inside = (op_code == SOFT_CLIP) & (op_rank != 0) & (op_rank != op_counts[op_row] - 1)
     if clip_inside.any():
@@ -319,9 +216,9 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Ciga
         raise ValueError(f"alignment of read {int(reads[np.flatnonzero(outside)[0]])} runs past its contig")
 
     # Where each operation starts in its read (aligned strand) and on the reference text.
-    query_before = _exclusive_cumsum(query_use)
+    query_before = exclusive_cumsum(query_use)
     query_before -= np.repeat(query_before[first_op], op_counts)
-    reference_before = _exclusive_cumsum(reference_use)
+    reference_before = exclusive_cumsum(reference_use)
     reference_before -= np.repeat(reference_before[first_op], op_counts)
     text_start = (reference.contig_starts[contig] + position)[op_row] + reference_before
 
@@ -354,7 +251,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Ciga
 
     gaps = np.where((op_code == INSERTION) | (op_code == DELETION), op_length, 0)
     edit_distance = np.bincount(mismatch_row, minlength=count) + _segment_sum(gaps, op_counts)
-    return _Cigars(cigar=cigar, edit_distance=edit_distance, md=_md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code))
+    return _Cigars(cigar=cigar, edit_distance=edit_distance, span=span, md=_md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code))
 
 
 def _md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code) -> np.ndarray:
@@ -371,10 +268,10 @@ def _md(reference, span, op_row, op_length, op_code, reference_before, text_star
     if len(deletion):
         # Mismatches and deletions are each in reference order already: a stable sort merges them
         # (and keeps the deletions in operation order).
-        order = np.argsort(_exclusive_cumsum(span)[event_row] + event_offset, kind="stable")
+        order = np.argsort(exclusive_cumsum(span)[event_row] + event_offset, kind="stable")
         event_row, event_offset, event_span, event_letter = event_row[order], event_offset[order], event_span[order], event_letter[order]
     events_per_row = np.bincount(event_row, minlength=count)
-    first_event = _exclusive_cumsum(events_per_row)
+    first_event = exclusive_cumsum(events_per_row)
     rank = np.arange(len(event_row)) - first_event[event_row]
     event_end = event_offset + event_span
     previous_end = np.where(rank == 0, 0, np.concatenate(([0], event_end[:-1])))
@@ -383,7 +280,7 @@ def _md(reference, span, op_row, op_length, op_code, reference_before, text_star
     last_end[has_events] = event_end[first_event[has_events] + events_per_row[has_events] - 1]
 
     items_per_row = events_per_row + 1
-    event_item = _exclusive_cumsum(items_per_row)[event_row] + rank
+    event_item = exclusive_cumsum(items_per_row)[event_row] + rank
     final_item = np.cumsum(items_per_row) - 1
     numbers = _decimal(np.concatenate((event_offset - previous_end, span - last_end)))
     items = np.zeros((len(event_row) + count, numbers.shape[1] + 1), dtype=np.uint8)
@@ -394,7 +291,7 @@ def _md(reference, span, op_row, op_length, op_code, reference_before, text_star
     md_flat = items[items != 0]
     if len(deletion):
         deleted_item = event_item[event_letter == ord("^")]
-        after_caret = (_exclusive_cumsum(item_length) + item_length)[deleted_item]
+        after_caret = (exclusive_cumsum(item_length) + item_length)[deleted_item]
         deleted_bases = _BASE_LETTERS[np.minimum(reference.spans(text_start[deletion], op_length[deletion]), 4)]
         md_flat = np.insert(md_flat, np.repeat(after_caret, op_length[deletion]), deleted_bases)
         item_length[deleted_item] += op_length[deletion]
@@ -450,28 +347,80 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
         md[mapped_rows] = fields.md
         edit_distance = np.zeros(count, dtype=np.int64)
         edit_distance[mapped_rows] = fields.edit_distance
+    span = np.zeros(count, dtype=np.int64)
+    span[mapped] = fields.span
     second = alignments.second_score[rows]
     flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
     if alignments.secondary is not None:
         flag += np.where(alignments.secondary[rows] & mapped, FLAG_SECONDARY, 0)
-    rname = context.reference.rname_table()[np.where(mapped, alignments.contig[rows], len(context.reference.contig_names))]
+    contig = np.where(mapped, alignments.contig[rows], -1).astype(np.int64)
     position = np.where(mapped, alignments.position[rows].astype(np.int64) + 1, 0)
     mapq = np.where(mapped, context.mapq[rows], 0)
+    mate_tags = []
+    if chunk.paired:
+        flag, contig, position, mate_fields, mate_tags = _mate_fields(
+            alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, context.reference.rname_table()
+        )
+    else:
+        mate_fields = [_constant(b"\t*\t0\t0\t", count)]
+    rname = context.reference.rname_table()[np.where(contig >= 0, contig, len(context.reference.contig_names))]
 
     tab = _constant(b"\t", count)
     blocks = [
         names, tab, _decimal(flag), tab, rname, tab, _decimal(position), tab, _decimal(mapq), tab, cigar,
-        _constant(b"\t*\t0\t0\t", count), sequence, tab, quality,
+        *mate_fields, sequence, tab, quality,
         *_tag(b"\tNM:i:", _decimal(edit_distance), mapped),
         *_tag(b"\tMD:Z:", md, mapped),
         *_tag(b"\tAS:i:", _decimal(alignments.score[rows]), mapped),
         *_tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, second)), mapped & (second != NO_SCORE)),
+        *mate_tags,
     ]  # fmt: skip
     if context.read_group_id is not None:
         blocks.append(_constant(b"\tRG:Z:" + context.read_group_id.encode(), count))
     blocks.append(_constant(b"\n", count))
     lines = np.concatenate(blocks, axis=1)
     return lines.tobytes().translate(None, b"\0")  # the padding out: a C loop, faster than a mask
+
+
+FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE, FLAG_FIRST, FLAG_SECOND = 0x1, 0x2, 0x8, 0x20, 0x40, 0x80
+
+
+def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, rname_table):
+    """The pair fields of paired rows (rows 2j and 2j + 1 of the batch are the mates of a pair,
+    R1 first): FLAG bits 0x1 0x2 0x8 0x20 0x40 0x80; an unmapped mate placed at its mate's
+    RNAME and POS (as the SAM specification recommends; its own strand and SEQ kept, as samtools
+    fixmate does); RNEXT (``=`` on the same reference), PNEXT; TLEN from the leftmost to the
+    rightmost mapped base of the two, positive on the leftmost mate (R1 when both start
+    together), 0 unless both map to one reference; MC and MQ, the mate's CIGAR and MAPQ, where
+    the mate is mapped. Returns flag, contig, position, the RNEXT/PNEXT/TLEN blocks and tags."""
+    count = len(rows)
+    mate = np.arange(count) ^ 1
+    mate_mapped = mapped[mate]
+    proper = alignments.proper[rows] if alignments.proper is not None else np.zeros(count, dtype=bool)
+    flag = flag | FLAG_PAIRED | np.where(reads % 2 == 0, FLAG_FIRST, FLAG_SECOND) | np.where(proper & mapped & mate_mapped, FLAG_PROPER, 0)
+    flag |= np.where(mate_mapped, np.where(reverse[mate], FLAG_MATE_REVERSE, 0), FLAG_MATE_UNMAPPED)
+    placed = ~mapped & mate_mapped
+    contig = np.where(placed, contig[mate], contig)
+    position = np.where(placed, position[mate], position)
+    mate_contig, mate_position = contig[mate], position[mate]
+    start = position - 1
+    end = start + span
+    both = mapped & mate_mapped & (contig == mate_contig)
+    left = np.minimum(start, start[mate])
+    right = np.maximum(end, end[mate])
+    leftmost = (start < start[mate]) | ((start == start[mate]) & (reads % 2 == 0))
+    template = np.where(both, np.where(leftmost, right - left, left - right), 0)
+    # RNEXT: the mate's reference name, '*' (the table's last row) or '=' (a row added after it).
+    equals = np.zeros((1, rname_table.shape[1]), dtype=np.uint8)
+    equals[0, 0] = ord("=")
+    names = np.where(mate_contig < 0, len(rname_table) - 1, np.where(mate_contig == contig, len(rname_table), mate_contig))
+    return flag, contig, position, [
+        _constant(b"\t", count), np.concatenate((rname_table, equals))[names], _constant(b"\t", count), _decimal(mate_position), _constant(b"\t", count),
+        _decimal(template), _constant(b"\t", count),
+    ], [
+        *_tag(b"\tMC:Z:", cigar[mate], mate_mapped),
+        *_tag(b"\tMQ:i:", _decimal(mapq[mate]), mate_mapped),
+    ]
 
 
 @dataclass
@@ -513,7 +462,14 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         raise ValueError("format_chunk needs alignments.mapq or a scoring to compute it")
     if alignments.secondary is not None:
         mapq = np.where(alignments.secondary, 0, mapq).astype(np.uint8)
-    rows = np.arange(rows_total, dtype=np.int64) if write_unaligned else np.flatnonzero(alignments.mapped)
+    if chunk.paired and alignments.read_index is not None:
+        raise ValueError("paired chunks take one row a read")
+    if write_unaligned:
+        rows = np.arange(rows_total, dtype=np.int64)
+    elif chunk.paired:  # --no-unal leaves out only pairs with both mates unmapped
+        rows = np.flatnonzero(np.repeat(alignments.mapped[0::2] | alignments.mapped[1::2], 2))
+    else:
+        rows = np.flatnonzero(alignments.mapped)
     if len(rows) == 0:
         return b""
     name_lengths = np.diff(np.asarray(chunk.name_offsets, dtype=np.int64))
@@ -537,8 +493,8 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         widest = np.maximum.accumulate(width[start : start + lookahead])
         size = max(1, int(np.searchsorted(widest * np.arange(1, len(widest) + 1), _BATCH_BYTES, side="right")))
         # Never split a read's rows: the batch ends where a read ends.
-        end = start + size
-        if end < len(rows):
+        end = start + size + (size % 2 if chunk.paired else 0)  # a pair's two rows in one batch
+        if end < len(rows) and not chunk.paired:
             end = int(np.searchsorted(read_index[rows], read_index[rows[end]], side="left"))
             end = end if end > start else int(np.searchsorted(read_index[rows], read_index[rows[start]], side="right"))
         pieces.append(_format_rows(chunk, alignments, rows[start:end], context))

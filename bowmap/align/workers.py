@@ -37,17 +37,31 @@ class DeviceWorker:
         chunk = as_chunk(chunk)  # a byte range of the input is read and parsed here
         return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets, chunk.both_codes)
 
-    def extend(self, item) -> tuple[bytes, int, int]:
-        """The chunk's SAM text, its read count and its mapped-read count."""
+    def extend(self, item) -> tuple[bytes, int, int, int, tuple | None]:
+        """The chunk's SAM text, its read count, its mapped-read count, its properly paired
+        reads, and (the paired model's sample chunk only, whose text is empty) the orientations
+        and insert sizes of its confident pairs."""
+        from bowmap.align.extend import Extender
+        from bowmap.align.pairs import choose_pairs, sample_observations
         from bowmap.align.sam import format_chunk
 
         chunk, windows = item
-        alignments = extend_chunk(
-            self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter
-        )
+        if not chunk.paired:
+            alignments = extend_chunk(
+                self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter
+            )
+            proper = 0
+        else:
+            extender = Extender(self.device_text, self.index, self.smith_waterman, chunk, self.scoring, self.options)
+            scored = extender.scored(windows, self.rescue_filter)
+            if chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
+                return b"", 0, 0, 0, sample_observations(scored, extender)
+            scored, choice = choose_pairs(scored, extender, chunk.insert_model, self.options.unpaired_penalty)
+            alignments = extender.alignments(scored, choice.window, choice.score, choice.second, choice.mapq, choice.proper)
+            proper = int(alignments.proper.sum())
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
-        return text, chunk.count, int(alignments.mapped.sum())
+        return text, chunk.count, int(alignments.mapped.sum()), proper, None
 
 
 class ProcessWorker:
@@ -66,7 +80,7 @@ class ProcessWorker:
 
     def __call__(self, rank: int):
         from bowmap.align.pipeline import start_gate
-        from bowmap.align.sam import ReferenceText
+        from bowmap.align.reference import ReferenceText
         from bowmap.index.load import load_index
         from bowmap.runtime.devices import context_for_info
 

@@ -12,10 +12,12 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(
         "align",
         help="map reads to an index and write SAM/BAM",
-        description="Map READS (FASTQ or FASTA, gzipped or not, - for stdin) to the index at PREFIX.",
+        description="Map READS (FASTQ or FASTA, gzipped or not, - for stdin) to the index at PREFIX; "
+        "with READS2 (or --interleaved), paired-end reads: READS holds R1, READS2 their mates in the same order.",
     )
     parser.add_argument("index", metavar="PREFIX")
     parser.add_argument("reads", metavar="READS")
+    parser.add_argument("mates", metavar="READS2", nargs="?", help="R2 file of paired-end reads")
     parser.add_argument("-o", "--output", metavar="OUT", help="SAM file, or BAM when it ends in .bam (default: SAM on stdout)")
     add_devices_option(parser)
     parser.add_argument(
@@ -41,6 +43,13 @@ def add_parser(subparsers):
     seeds.add_argument("--seed-length", type=int, default=20, metavar="L", help="exact seed length (default 20)")
     seeds.add_argument("--positions-per-read", type=int, default=256, metavar="N", help="located seed positions per read, narrowest intervals first (default 256)")
     seeds.add_argument("--windows-per-read", type=int, default=16, metavar="N", help="candidate windows per read given to Smith-Waterman (default 16)")
+    pairs = parser.add_argument_group("paired-end reads")
+    pairs.add_argument("--interleaved", action="store_true", help="READS holds pairs: R1, R2, R1, R2, ... (bwa's -p)")
+    pairs.add_argument(
+        "-I", "--insert-size", metavar="MEAN,SD[,MAX[,MIN]]",
+        help="insert-size model, as bwa's -I (default: estimated from the first 25,000 pairs; SD 10%% of MEAN, MIN..MAX MEAN -/+ 4 SD when left out)",
+    )
+    pairs.add_argument("-U", "--unpaired-penalty", type=int, default=17, metavar="P", help="a pair's mates are aligned apart only when that scores P more than their best pair (default 17, bwa's -U)")
     output = parser.add_argument_group("output")
     output.add_argument("--no-unal", action="store_true", help="leave unaligned reads out")
     output.add_argument("--rg-id", metavar="ID", help="read group ID: an @RG header line and an RG tag on every read")
@@ -76,9 +85,25 @@ def run(args) -> int:
         raise UsageError(f"scoring options: {error}") from None
     if args.rg and not args.rg_id:
         raise UsageError("--rg needs --rg-id")
+    if args.interleaved and args.mates is not None:
+        raise UsageError("--interleaved takes one READS file holding both mates, not two files")
+    if args.unpaired_penalty < 0:
+        raise UsageError("--unpaired-penalty must not be negative")
+    paired = args.interleaved or args.mates is not None
+    if args.insert_size is not None and not paired:
+        raise UsageError("--insert-size is for paired-end reads (READS2 or --interleaved)")
+    insert_size = None
+    if args.insert_size is not None:
+        from bowmap.align.pairs import parse_insert_size
+
+        insert_size = parse_insert_size(args.insert_size)
     options = AlignOptions(
         index=args.index,
         reads=args.reads,
+        mates=args.mates,
+        interleaved=args.interleaved,
+        insert_size=insert_size,
+        unpaired_penalty=args.unpaired_penalty,
         output=args.output,
         devices=args.devices,
         queues_per_device=args.queues_per_device,

@@ -19,6 +19,12 @@ def unique(values: np.ndarray, return_counts: bool = False):
     return distinct, np.diff(np.append(starts, len(ordered)))
 
 
+def exclusive_cumsum(values: np.ndarray) -> np.ndarray:
+    """Sums of the values before each one (int64; 0 first)."""
+    values = np.asarray(values, dtype=np.int64)
+    return np.cumsum(values) - values
+
+
 def segment_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(start, start + length)`` for each segment (int64)."""
     lengths = np.asarray(lengths, dtype=np.int64)

@@ -332,7 +332,7 @@ def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device
     from bowmap.align.extend import extend_chunk
     from bowmap.align.options import AlignOptions
     from bowmap.align.reads import ReadChunk
-    from bowmap.align.sam import ReferenceText
+    from bowmap.align.reference import ReferenceText
     from bowmap.align.smith_waterman import Scoring
     from bowmap.align.windows import Windows
     from bowmap.align.workers import device_workers

@@ -14,7 +14,8 @@ import pysam
 import pytest
 
 from bowmap.align.mapq import NO_SCORE, mapping_quality
-from bowmap.align.sam import ChunkAlignments, ReferenceText, format_chunk, sam_header
+from bowmap.align.reference import ReferenceText, sam_header
+from bowmap.align.sam import ChunkAlignments, format_chunk
 from bowmap.index.format import pack_2bit
 from bowmap.index.load import FMIndex
 from bowmap.runtime.errors import BowmapError, UsageError
@@ -38,6 +39,7 @@ class StandInChunk:
     offsets: np.ndarray
     qualities: np.ndarray | None
     reverse_codes: np.ndarray
+    paired: bool = False
 
     @property
     def both_codes(self) -> np.ndarray:

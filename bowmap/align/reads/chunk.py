@@ -28,6 +28,11 @@ class ReadChunk:
     codes: np.ndarray  # uint8: A=0 C=1 G=2 T=3, any other letter or '.' = 4; reads concatenated
     offsets: np.ndarray  # int64[count + 1]
     qualities: np.ndarray | None  # uint8 Phred+33 characters as in the file, offsets as codes; None for FASTA
+    # Paired-end: reads 2k and 2k + 1 are the two mates of pair k (R1 first, one name), and the
+    # insert-size model the pairs stage uses travels with the chunk (None: this chunk is the
+    # model's sample, see bowmap.align.pairs).
+    paired: bool = False
+    insert_model: object = None
 
     @property
     def count(self) -> int:
@@ -90,6 +95,7 @@ class Batch:
     codes: np.ndarray
     offsets: np.ndarray
     qualities: np.ndarray | None
+    first_line: int | None = None  # FASTQ: the file line of the first record (record i: + 4i)
 
     @property
     def count(self) -> int:
@@ -100,10 +106,14 @@ class Batch:
 
 
 class Chunker:
-    """Cuts batches into chunks of about ``chunk_bases`` bases, independently of batch sizes."""
+    """Cuts batches into chunks of about ``chunk_bases`` bases, independently of batch sizes.
 
-    def __init__(self, chunk_bases: int):
+    Chunks end only after a whole ``unit`` of reads (2 for pairs: a chunk holds whole pairs);
+    batches must hold whole units."""
+
+    def __init__(self, chunk_bases: int, unit: int = 1):
         self.chunk_bases = chunk_bases
+        self.unit = unit
         self.held: list[Batch] = []
         self.held_weight = 0
         self.number = 0
@@ -123,18 +133,21 @@ class Chunker:
 
     def _cut(self, final: bool) -> Iterator[ReadChunk]:
         batch = concatenate_batches(self.held)
-        weights = np.cumsum(np.maximum(np.diff(batch.offsets), 1))
+        unit = self.unit
+        # Cumulative weight at the end of each unit (a read of length 0 weighs 1).
+        weights = np.cumsum(np.maximum(np.diff(batch.offsets), 1))[unit - 1 :: unit]
+        units = len(weights)
         start = 0
-        while start < batch.count:
+        while start < units:
             before = int(weights[start - 1]) if start else 0
             end = int(np.searchsorted(weights, before + self.chunk_bases, side="left")) + 1
-            if end > batch.count:
+            if end > units:
                 if not final:
                     break
-                end = batch.count
-            yield self._chunk(_slice(batch, start, end))
+                end = units
+            yield self._chunk(slice_batch(batch, start * unit, end * unit))
             start = end
-        rest = _slice(batch, start, batch.count)
+        rest = slice_batch(batch, start * unit, batch.count)
         self.held = [rest] if rest.count else []
         self.held_weight = int(weights[-1] - (weights[start - 1] if start else 0)) if rest.count else 0
 
@@ -147,13 +160,14 @@ class Chunker:
             codes=batch.codes,
             offsets=batch.offsets,
             qualities=batch.qualities,
+            paired=self.unit == 2,
         )
         self.number += 1
         self.first_read += batch.count
         return chunk
 
 
-def _slice(batch: Batch, start: int, end: int) -> Batch:
+def slice_batch(batch: Batch, start: int, end: int) -> Batch:
     low, high = batch.offsets[start], batch.offsets[end]
     name_low, name_high = batch.name_offsets[start], batch.name_offsets[end]
     return Batch(
@@ -162,6 +176,7 @@ def _slice(batch: Batch, start: int, end: int) -> Batch:
         codes=batch.codes[low:high],
         offsets=batch.offsets[start : end + 1] - low,
         qualities=None if batch.qualities is None else batch.qualities[low:high],
+        first_line=None if batch.first_line is None else batch.first_line + 4 * start,
     )
 
 
@@ -179,4 +194,5 @@ def concatenate_batches(batches: list[Batch]) -> Batch:
         codes=np.concatenate([b.codes for b in batches]),
         offsets=joined_offsets([b.offsets for b in batches]),
         qualities=None if batches[0].qualities is None else np.concatenate([b.qualities for b in batches]),
+        first_line=batches[0].first_line,
     )

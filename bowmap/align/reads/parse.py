@@ -185,6 +185,8 @@ class Parser:
         else:
             batch, used_bytes, used_lines = self._parse_fasta(data, final)
         self.pending = self.pending[used_bytes:]
+        if batch is not None and self.format == "fastq":
+            batch.first_line = self.line_base  # every FASTQ record is four lines
         self.line_base += used_lines
         if batch is not None and batch.count:
             self.last_name = _name(batch.names, batch.name_offsets, batch.count - 1)

@@ -14,9 +14,9 @@ import pytest
 from read_cases import ERROR_CASES, FIRST_GOOD, GOOD, error_case_file, expected, random_reads
 
 from bowmap.align import reads as reader
+from bowmap.align.reads import RangeInputError, as_chunk, fastq_ranges, first_input_error, gzip_ranges, input_chunks, read_chunks
 from bowmap.align.reads import parse as read_parse
 from bowmap.align.reads import ranges as read_ranges
-from bowmap.align.reads import RangeInputError, as_chunk, fastq_ranges, first_input_error, gzip_ranges, input_chunks, read_chunks
 from bowmap.runtime.errors import BowmapError
 
 TARGETS = [1, 2, 7, 61, 4096, 1 << 22]

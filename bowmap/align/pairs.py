@@ -1,0 +1,347 @@
+"""The pairs stage: the insert-size model, the choice of each pair's alignments, mate rescue and
+pair-aware MAPQ, for a whole paired chunk at once (reads 2k and 2k + 1 are the mates of pair k).
+
+What it takes from its peers (see the README, "Paired-end reads"):
+
+* bwa mem (``bwamem_pair.c``): the insert-size model from confidently and uniquely placed pairs
+  (quartiles, moments over the 2-IQR fences, proper-pair bounds the union of the 3-IQR fences and
+  4 sigma, at least 10 pairs), the pair score ``S1 + S2 + round(a * log4(2 P(|Z| > |z|)))``
+  against the best unpaired combination less ``--unpaired-penalty`` (17), mate rescue by
+  Smith-Waterman over the window the model implies, and the pair MAPQ that lifts a mate in a
+  repeat by at most 40 when its pair is unique.
+* strobealign: one model for the whole run, made so that the output never depends on threads or
+  chunking. bowmap estimates it once, from the first ``SAMPLE_PAIRS`` pairs of the input mapped
+  as single reads (a sample item that goes through the pipeline before any chunk), then freezes
+  it: bwa's per-batch estimate changes its output with the thread count, strobealign resets its
+  estimate every chunk.
+* bowtie2 (``pe.cpp``) and minimap2 (``pe.c``): mates that overlap or contain each other are
+  concordant; minimap2's fixed fragment bound is what ``--insert-size`` gives when estimation
+  is not wanted.
+
+Coordinates: text positions (0-based over the concatenated contigs). An alignment's *projected*
+span is where its whole read would lie, soft clips included: ``text_end - read_end`` to that
+plus the read length. For a pair whose forward mate projects to ``[s, ...)`` and reverse mate to
+``[..., e)``, the insert size is ``e - s`` (SAM's TLEN for unclipped mates).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap.align.extend import Extender, Scored, mix
+from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality
+from bowmap.align.windows import Windows
+from bowmap.runtime.arrays import segment_ranges, unique
+from bowmap.runtime.errors import UsageError
+
+UNPAIRED_PENALTY = 17  # bwa mem's -U
+SAMPLE_PAIRS = 25_000  # the first pairs of the input the model is estimated from
+MIN_MODEL_PAIRS = 10  # bwa's MIN_DIR_CNT
+MAX_INSERT = 10_000  # pairs farther apart do not enter the model (bwa's max_ins)
+UNIQUE_RATIO = 0.8  # a mate is unique when its second best scores at most this share of its best
+SUBOPTIMAL_PAIR_DELTA = 7  # pair scores this close to the best count as sub-optimal (bwa: a + b)
+RESCUE_MARGIN = 32  # bases added on each side of a rescue window: room for indels
+ORIENTATIONS = ("FF", "FR", "RF", "RR")
+FR = 1
+
+
+@dataclass(frozen=True)
+class InsertModel:
+    """Fragment length (TLEN of forward-reverse pairs) as a normal distribution, and the bounds
+    of proper pairs. ``pairs`` is how many pairs it was estimated from (0: given by the user);
+    ``counts``: confident pairs seen in each orientation (FF, FR, RF, RR). A failed model (too
+    few FR pairs) makes no pair proper and rescues no mate."""
+
+    mean: float
+    std: float
+    low: int
+    high: int
+    pairs: int = 0
+    counts: tuple[int, int, int, int] = (0, 0, 0, 0)
+    failed: bool = False
+
+    def describe(self) -> str:
+        if self.failed:
+            return f"insert size: no model ({self.counts[FR]} FR pairs of {sum(self.counts)} confident ones; at least {MIN_MODEL_PAIRS} needed): no proper pairs, no mate rescue"
+        source = "given" if self.pairs == 0 else f"from {self.pairs} of the first pairs"
+        seen = "" if self.pairs == 0 else " (" + ", ".join(f"{name} {count}" for name, count in zip(ORIENTATIONS, self.counts)) + ")"
+        return f"insert size {source}: FR mean {self.mean:.2f}, sd {self.std:.2f}, proper pairs {self.low}..{self.high}{seen}"
+
+    def penalties(self, match: int) -> np.ndarray:
+        """The insert term of the pair score for each insert size low..high: bwa's
+        ``round(a * ln(2 erfc(|z| / sqrt 2)) / ln 4)``, the log-likelihood of the insert in units of
+        a match (+0.5 a at the mean, -1.7 a at 2 sd, -6.5 a at 4 sd); computed once a model."""
+        sizes = np.arange(self.low, self.high + 1, dtype=np.float64)
+        z = np.abs(sizes - self.mean) / max(self.std, 1e-9)
+        tail = np.array([math.erfc(value / math.sqrt(2.0)) for value in z])
+        return np.floor(0.721 * np.log(np.maximum(2.0 * tail, 1e-300)) * match + 0.499).astype(np.int64)
+
+
+def parse_insert_size(text: str) -> InsertModel:
+    """``--insert-size MEAN,SD[,MAX[,MIN]]`` (bwa's -I): SD 10% of MEAN when left out; bounds
+    MEAN -/+ 4 SD (MIN at least 1) unless given."""
+    parts = text.split(",")
+    try:
+        values = [float(part) for part in parts]
+    except ValueError:
+        values = []
+    if not 1 <= len(values) <= 4 or not all(math.isfinite(value) for value in values):
+        raise UsageError(f"--insert-size {text}: expected MEAN[,SD[,MAX[,MIN]]], numbers (e.g. 400,50)")
+    mean = values[0]
+    std = values[1] if len(values) > 1 else 0.1 * mean
+    high = int(values[2]) if len(values) > 2 else int(mean + 4 * std + 0.499)
+    low = int(values[3]) if len(values) > 3 else max(1, int(mean - 4 * std + 0.499))
+    if mean <= 0 or std <= 0 or low < 1 or high < low or high > 1_000_000:
+        raise UsageError(f"--insert-size {text}: MEAN and SD must be positive and 1 <= MIN <= MAX <= 1000000")
+    return InsertModel(mean=mean, std=std, low=low, high=high)
+
+
+def estimate_model(orientation: np.ndarray, distance: np.ndarray, pairs: int) -> InsertModel:
+    """bwa's estimate (``mem_pestat``) for FR pairs, from the orientation codes (0..3: FF FR RF
+    RR) and insert sizes of the confidently and uniquely placed sample pairs, in integer
+    arithmetic where the order of the pairs could matter: the same sample gives the same model
+    on any machine."""
+    counts = tuple(int(count) for count in np.bincount(orientation, minlength=4)[:4])
+    sizes = np.sort(distance[orientation == FR].astype(np.int64))
+    count = len(sizes)
+    if count < MIN_MODEL_PAIRS:
+        return InsertModel(mean=0.0, std=0.0, low=1, high=0, pairs=pairs, counts=counts, failed=True)
+
+    def quantile(fraction):
+        return int(sizes[min(count - 1, int(fraction * count + 0.499))])
+
+    low_quartile, high_quartile = quantile(0.25), quantile(0.75)
+    spread = high_quartile - low_quartile
+    inside = sizes[(sizes >= max(1, int(low_quartile - 2 * spread + 0.499))) & (sizes <= int(high_quartile + 2 * spread + 0.499))]
+    total, squares, kept = int(inside.sum()), int((inside * inside).sum()), len(inside)
+    mean = total / kept
+    std = math.sqrt(max(kept * squares - total * total, 0)) / kept
+    low = min(int(low_quartile - 3 * spread + 0.499), int(mean - 4 * std + 0.499))
+    high = max(int(high_quartile + 3 * spread + 0.499), int(mean + 4 * std + 0.499))
+    return InsertModel(mean=mean, std=max(std, 1.0), low=max(low, 1), high=high, pairs=pairs, counts=counts)
+
+
+@dataclass
+class _Placed:
+    """Candidate alignments (windows) of a chunk's reads, with their projected spans."""
+
+    window: np.ndarray  # index into the Scored windows
+    read: np.ndarray
+    reverse: np.ndarray
+    start: np.ndarray  # projected text start
+    end: np.ndarray  # projected text end (exclusive)
+    contig: np.ndarray
+    score: np.ndarray
+
+
+def _placed(scored: Scored, extender: Extender, rows: np.ndarray) -> _Placed:
+    windows = scored.windows
+    read = windows.read[rows]
+    start = scored.text_end()[rows] - scored.read_end[rows]
+    contig, _ = extender.index.to_contig(windows.start[rows])
+    return _Placed(rows, read, windows.reverse[rows], start, start + extender.lengths[read], contig, scored.score[rows])
+
+
+def _insert(first: _Placed, second: _Placed, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orientation code (0..3: FF FR RF RR, as bwa names them from the first mate's view) and
+    insert size (TLEN of the 5' ends) of candidates ``first[a]`` with ``second[b]``."""
+    reverse_a, reverse_b = first.reverse[a], second.reverse[b]
+    five_a = np.where(reverse_a, first.end[a] - 1, first.start[a])
+    five_b = np.where(reverse_b, second.end[b] - 1, second.start[b])
+    forward_five = np.where(reverse_a, five_b, five_a)
+    reverse_five = np.where(reverse_a, five_a, five_b)
+    opposite = reverse_a != reverse_b
+    # Same strand: FF when the second mate lies downstream of the first in the first's direction.
+    downstream = np.where(reverse_a, five_b < five_a, five_b > five_a)
+    orientation = np.where(opposite, np.where(forward_five < reverse_five, FR, 2), np.where(downstream, 0, 3))
+    return orientation, np.abs(reverse_five - forward_five) + 1
+
+
+def sample_observations(scored: Scored, extender: Extender) -> tuple[np.ndarray, np.ndarray]:
+    """Orientation codes and insert sizes of the sample chunk's pairs whose mates are both
+    placed, uniquely (second best at most UNIQUE_RATIO of the best) and on one contig."""
+    count = extender.count
+    best = scored.best
+    reported = (best >= 0) & (scored.best_score + 2 * extender.scoring.clip_bonus >= extender.minimum())
+    second = np.where(scored.second_score == NO_SCORE, -np.inf, scored.second_score)
+    placed_uniquely = reported & (second <= UNIQUE_RATIO * scored.best_score)
+    pairs = np.flatnonzero(placed_uniquely[0::2] & placed_uniquely[1::2])
+    if len(pairs) == 0:
+        return np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int64)
+    placed = _placed(scored, extender, np.maximum(best[:count], 0))  # rows of unplaced reads: not used
+    first, second_mate = 2 * pairs, 2 * pairs + 1
+    orientation, distance = _insert(placed, placed, first, second_mate)
+    same = (placed.contig[first] == placed.contig[second_mate]) & (distance <= MAX_INSERT)
+    return orientation[same].astype(np.int8), distance[same].astype(np.int64)
+
+
+@dataclass
+class PairChoice:
+    """Each read's chosen window (-1: none), the score it was chosen by, the best score among its
+    other alignments, its MAPQ, and whether its pair is proper."""
+
+    window: np.ndarray
+    score: np.ndarray
+    second: np.ndarray
+    mapq: np.ndarray
+    proper: np.ndarray
+
+
+def _candidates(scored: Scored, extender: Extender, penalty: int) -> _Placed:
+    """Windows that could take part in a pair beating the unpaired choice or counting as its
+    sub-optimal: within penalty + SUBOPTIMAL_PAIR_DELTA + 1 of their read's best."""
+    windows = scored.windows
+    best = scored.best_score[windows.read]
+    rows = np.flatnonzero((scored.best[windows.read] >= 0) & (scored.score >= best - (penalty + SUBOPTIMAL_PAIR_DELTA + 1)))
+    return _placed(scored, extender, rows)
+
+
+def _combinations(placed: _Placed) -> tuple[np.ndarray, np.ndarray]:
+    """Every (R1 candidate, R2 candidate) of each pair, as indexes into ``placed``."""
+    pair = placed.read // 2
+    ones, twos = np.flatnonzero(placed.read % 2 == 0), np.flatnonzero(placed.read % 2 == 1)
+    pairs = int(pair.max(initial=-1)) + 1
+    twos_per_pair = np.bincount(pair[twos], minlength=pairs)
+    twos_start = np.concatenate(([0], np.cumsum(twos_per_pair)))[:-1]
+    # twos sorted by pair: placed rows are sorted by read, so they are
+    repeats = twos_per_pair[pair[ones]]
+    a = np.repeat(ones, repeats)
+    b = twos[segment_ranges(twos_start[pair[ones]], repeats)]
+    return a, b
+
+
+def _pair_keys(extender: Extender, placed: _Placed, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """A tie-breaker for equally scored pairs: a hash of the two windows' places and the pair's
+    first read's bases, so repeats spread over their copies as bwa's hashed pair index does,
+    while the same input gives the same choice whatever the chunking."""
+    with np.errstate(over="ignore"):
+        starts = (placed.start[a].astype(np.uint64) << np.uint64(1)) ^ (placed.start[b].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    reads = placed.read[a]
+    return mix(starts ^ _read_hashes(extender.chunk, reads))
+
+
+def _read_hashes(chunk, reads: np.ndarray) -> np.ndarray:
+    """A hash of the bases of each of ``reads`` (sorted, repeats allowed)."""
+    if len(reads) == 0:
+        return np.zeros(0, dtype=np.uint64)
+    distinct = unique(reads)
+    lengths = chunk.offsets[distinct + 1] - chunk.offsets[distinct]
+    bases = chunk.codes[segment_ranges(chunk.offsets[distinct], lengths)].astype(np.uint64)
+    within = (np.arange(len(bases)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        terms = mix(within * np.uint64(4) + bases + np.uint64(1))
+        running = np.concatenate(([np.uint64(0)], np.cumsum(terms, dtype=np.uint64)))
+        ends = np.cumsum(lengths)
+        hashes = running[ends] - running[ends - lengths]  # wraps modulo 2^64, as meant
+    return hashes[np.searchsorted(distinct, reads)]
+
+
+def _best_pairs(extender, placed, model, penalties, count_pairs):
+    """For each pair: its best concordant candidate pair (-1: none), that score ``o``, the
+    second best pair score and the number of sub-optimal pairs within SUBOPTIMAL_PAIR_DELTA."""
+    a, b = _combinations(placed)
+    orientation, distance = _insert(placed, placed, a, b)
+    fits = (placed.contig[a] == placed.contig[b]) & (orientation == FR) & (distance >= model.low) & (distance <= model.high)
+    a, b, distance = a[fits], b[fits], distance[fits]
+    score = placed.score[a] + placed.score[b] + penalties[distance - model.low]
+    score = np.maximum(score, 0)
+    pair = placed.read[a] // 2
+    # Ties at a pair's top score are broken by a hash (see _pair_keys), computed for those only.
+    top = np.zeros(count_pairs, dtype=np.int64)
+    np.maximum.at(top, pair, score)
+    at_top = score == top[pair]
+    tied = at_top & (np.bincount(pair[at_top], minlength=count_pairs)[pair] > 1)
+    key = np.zeros(len(pair), dtype=np.uint64)
+    key[tied] = _pair_keys(extender, placed, a[tied], b[tied])
+    order = np.lexsort((key, score, pair))  # by pair, then score, then key: the best last
+    a, b, score, pair = a[order], b[order], score[order], pair[order]
+    best = np.full(count_pairs, -1, dtype=np.int64)
+    best_score = np.zeros(count_pairs, dtype=np.int64)
+    second_score = np.zeros(count_pairs, dtype=np.int64)
+    suboptimal = np.zeros(count_pairs, dtype=np.int64)
+    if len(pair):
+        last = np.flatnonzero(np.r_[pair[1:] != pair[:-1], True])
+        best[pair[last]] = last
+        best_score[pair[last]] = score[last]
+        has_second = np.r_[False, pair[1:] == pair[:-1]][last]
+        second_score[pair[last[has_second]]] = score[last[has_second] - 1]
+        near = (score >= second_score[pair] - SUBOPTIMAL_PAIR_DELTA) & (np.arange(len(pair)) != last[np.searchsorted(pair[last], pair)])
+        suboptimal = np.bincount(pair[near], minlength=count_pairs)
+    return a, b, best, best_score, second_score, suboptimal
+
+
+def _rescue_windows(scored: Scored, extender: Extender, model: InsertModel, lonely: np.ndarray) -> tuple[Windows, np.ndarray]:
+    """Windows where the mates of pairs ``lonely`` (no concordant candidates) must lie if their
+    partner's best alignment is right: for a forward anchor projecting to start s, its mate on
+    the reverse strand ending in s + low .. s + high; for a reverse anchor ending at e, its mate
+    forward starting in e - high .. e - low; with RESCUE_MARGIN bases each side, inside the
+    anchor's contig. Also the mask of reads given windows."""
+    count, index = extender.count, extender.index
+    reads = np.flatnonzero(np.repeat(lonely, 2) & (scored.best >= 0))
+    reported = scored.best_score[reads] + 2 * extender.scoring.clip_bonus >= extender.minimum()[reads]
+    reads = reads[reported]
+    anchor = _placed(scored, extender, scored.best[reads])
+    mate = reads ^ 1
+    mate_length = extender.lengths[mate]
+    forward = ~anchor.reverse
+    start = np.where(forward, anchor.start + model.low - mate_length, anchor.end - model.high) - RESCUE_MARGIN
+    end = np.where(forward, anchor.start + model.high, anchor.end - model.low + mate_length) + RESCUE_MARGIN
+    contig_start = index.contig_starts[anchor.contig]
+    contig_end = contig_start + index.contig_lengths[anchor.contig]
+    start, end = np.maximum(start, contig_start), np.minimum(end, contig_end)
+    usable = (end - start >= np.maximum(mate_length // 2, 1)) & (mate_length > 0)
+    order = np.lexsort((start[usable], forward[usable], mate[usable]))
+    windows = Windows(
+        read=mate[usable][order], reverse=forward[usable][order], start=start[usable][order], end=end[usable][order],
+        hits=np.zeros(int(usable.sum()), dtype=np.int64),
+    )
+    rescued = np.zeros(count, dtype=bool)
+    rescued[windows.read] = True
+    return windows, rescued
+
+
+def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty: int = UNPAIRED_PENALTY) -> tuple[Scored, PairChoice]:
+    """Rescue lonely mates, then choose each pair's alignments and their MAPQ (see the module
+    docstring). Returns the scored windows (with the rescue windows) and the choice."""
+    count, scoring = extender.count, extender.scoring
+    pairs = count // 2
+    penalties = model.penalties(scoring.match) if not model.failed else np.zeros(0, dtype=np.int64)
+    if not model.failed:
+        placed = _candidates(scored, extender, penalty)
+        best = _best_pairs(extender, placed, model, penalties, pairs)[2]
+        extra, rescued = _rescue_windows(scored, extender, model, best < 0)
+        scored = extender.add(scored, extra, rescued)
+    window, chosen_score = scored.best.copy(), scored.best_score.copy()
+    second = scored.second_score.copy()
+    mapq = mapping_quality(np.where(window >= 0, chosen_score, 0), second, extender.lengths, scoring)
+    proper = np.zeros(count, dtype=bool)
+    if model.failed:
+        return scored, PairChoice(window, chosen_score, second, mapq, proper)
+    placed = _candidates(scored, extender, penalty)
+    a, b, best, pair_score, second_pair, suboptimal = _best_pairs(extender, placed, model, penalties, pairs)
+    both = (scored.best[0::2] >= 0) & (scored.best[1::2] >= 0)
+    unpaired = np.where(both, scored.best_score[0::2] + scored.best_score[1::2] - penalty, np.iinfo(np.int64).min // 4)
+    wins = np.flatnonzero((best >= 0) & (pair_score > unpaired))
+    if len(wins):
+        for mate, rows in ((0, a), (1, b)):
+            reads = 2 * wins + mate
+            chosen = placed.window[rows[best[wins]]]
+            window[reads] = chosen
+            chosen_score[reads] = scored.score[chosen]
+            # The best among the read's other alignments: its own best when another was chosen.
+            second[reads] = np.where(chosen == scored.best[reads], scored.second_score[reads], scored.best_score[reads])
+        single = mapping_quality(chosen_score, second, extender.lengths, scoring).astype(np.int64)
+        against = np.maximum(second_pair[wins], unpaired[wins])
+        pair_mapq = np.floor(6.02 * (pair_score[wins] - against) / scoring.match + 0.499).astype(np.int64)
+        pair_mapq -= np.where(suboptimal[wins] > 0, np.floor(4.343 * np.log(suboptimal[wins] + 1) + 0.499), 0).astype(np.int64)
+        pair_mapq = np.clip(pair_mapq, 0, MAXIMUM_MAPQ)
+        for mate in (0, 1):
+            reads = 2 * wins + mate
+            own = single[reads]
+            lifted = np.where(own < pair_mapq, np.minimum(pair_mapq, own + 40), own)
+            mapq[reads] = lifted
+            proper[reads] = True
+    return scored, PairChoice(window, chosen_score, second, mapq.astype(np.uint8), proper)
