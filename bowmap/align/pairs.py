@@ -77,7 +77,7 @@ class InsertModel:
         sizes = np.arange(self.low, self.high + 1, dtype=np.float64)
         z = np.abs(sizes - self.mean) / max(self.std, 1e-9)
         tail = np.array([math.erfc(value / math.sqrt(2.0)) for value in z])
-        return np.floor(0.721 * np.log(np.maximum(2.0 * tail, 1e-300)) * match + 0.499).astype(np.int64)
+        return np.trunc(0.721 * np.log(np.maximum(2.0 * tail, 1e-300)) * match + 0.499).astype(np.int64)  # C's int()
 
 
 def parse_insert_size(text: str) -> InsertModel:
@@ -125,7 +125,7 @@ def estimate_model(orientation: np.ndarray, distance: np.ndarray, pairs: int) ->
 
 
 @dataclass
-class _Placed:
+class Placed:
     """Candidate alignments (windows) of a chunk's reads, with their projected spans."""
 
     window: np.ndarray  # index into the Scored windows
@@ -137,15 +137,15 @@ class _Placed:
     score: np.ndarray
 
 
-def _placed(scored: Scored, extender: Extender, rows: np.ndarray) -> _Placed:
+def _placed(scored: Scored, extender: Extender, rows: np.ndarray) -> Placed:
     windows = scored.windows
     read = windows.read[rows]
     start = scored.text_end()[rows] - scored.read_end[rows]
     contig, _ = extender.index.to_contig(windows.start[rows])
-    return _Placed(rows, read, windows.reverse[rows], start, start + extender.lengths[read], contig, scored.score[rows])
+    return Placed(rows, read, windows.reverse[rows], start, start + extender.lengths[read], contig, scored.score[rows])
 
 
-def _insert(first: _Placed, second: _Placed, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _insert(first: Placed, second: Placed, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Orientation code (0..3: FF FR RF RR, as bwa names them from the first mate's view) and
     insert size (TLEN of the 5' ends) of candidates ``first[a]`` with ``second[b]``."""
     reverse_a, reverse_b = first.reverse[a], second.reverse[b]
@@ -190,7 +190,7 @@ class PairChoice:
     proper: np.ndarray
 
 
-def _candidates(scored: Scored, extender: Extender, penalty: int) -> _Placed:
+def _candidates(scored: Scored, extender: Extender, penalty: int) -> Placed:
     """Windows that could take part in a pair beating the unpaired choice or counting as its
     sub-optimal: within penalty + SUBOPTIMAL_PAIR_DELTA + 1 of their read's best."""
     windows = scored.windows
@@ -199,7 +199,7 @@ def _candidates(scored: Scored, extender: Extender, penalty: int) -> _Placed:
     return _placed(scored, extender, rows)
 
 
-def _combinations(placed: _Placed) -> tuple[np.ndarray, np.ndarray]:
+def _combinations(placed: Placed) -> tuple[np.ndarray, np.ndarray]:
     """Every (R1 candidate, R2 candidate) of each pair, as indexes into ``placed``."""
     pair = placed.read // 2
     ones, twos = np.flatnonzero(placed.read % 2 == 0), np.flatnonzero(placed.read % 2 == 1)
@@ -213,10 +213,14 @@ def _combinations(placed: _Placed) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def _pair_keys(extender: Extender, placed: _Placed, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _keys(extender: Extender, placed: Placed):
     """A tie-breaker for equally scored pairs: a hash of the two windows' places and the pair's
     first read's bases, so repeats spread over their copies as bwa's hashed pair index does,
     while the same input gives the same choice whatever the chunking."""
+    return lambda a, b: _pair_keys(extender, placed, a, b)
+
+
+def _pair_keys(extender: Extender, placed: Placed, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         starts = (placed.start[a].astype(np.uint64) << np.uint64(1)) ^ (placed.start[b].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
     reads = placed.read[a]
@@ -239,23 +243,26 @@ def _read_hashes(chunk, reads: np.ndarray) -> np.ndarray:
     return hashes[np.searchsorted(distinct, reads)]
 
 
-def _best_pairs(extender, placed, model, penalties, count_pairs):
-    """For each pair: its best concordant candidate pair (-1: none), that score ``o``, the
-    second best pair score and the number of sub-optimal pairs within SUBOPTIMAL_PAIR_DELTA."""
+def best_pairs(placed: Placed, model: InsertModel, penalties: np.ndarray, count_pairs: int, keys):
+    """For each of ``count_pairs`` pairs, from the candidates ``placed`` (reads 2k and 2k + 1):
+    the best concordant pair of candidates (forward-reverse on one contig, insert size within
+    the model's bounds), as an index into the returned candidate columns ``a`` and ``b`` (-1:
+    none); its score ``S1 + S2 + penalties[size - low]`` (at least 0); the second best pair
+    score (0: none); and the number of pairs other than the best within SUBOPTIMAL_PAIR_DELTA
+    of that second best (bwa's n_sub). Equal scores are ordered by ``keys(a, b)`` (uint64, the
+    largest wins), computed only for pairs tied at the top."""
     a, b = _combinations(placed)
     orientation, distance = _insert(placed, placed, a, b)
     fits = (placed.contig[a] == placed.contig[b]) & (orientation == FR) & (distance >= model.low) & (distance <= model.high)
     a, b, distance = a[fits], b[fits], distance[fits]
-    score = placed.score[a] + placed.score[b] + penalties[distance - model.low]
-    score = np.maximum(score, 0)
+    score = np.maximum(placed.score[a] + placed.score[b] + penalties[distance - model.low], 0)
     pair = placed.read[a] // 2
-    # Ties at a pair's top score are broken by a hash (see _pair_keys), computed for those only.
     top = np.zeros(count_pairs, dtype=np.int64)
     np.maximum.at(top, pair, score)
     at_top = score == top[pair]
     tied = at_top & (np.bincount(pair[at_top], minlength=count_pairs)[pair] > 1)
     key = np.zeros(len(pair), dtype=np.uint64)
-    key[tied] = _pair_keys(extender, placed, a[tied], b[tied])
+    key[tied] = keys(a[tied], b[tied])
     order = np.lexsort((key, score, pair))  # by pair, then score, then key: the best last
     a, b, score, pair = a[order], b[order], score[order], pair[order]
     best = np.full(count_pairs, -1, dtype=np.int64)
@@ -268,7 +275,9 @@ def _best_pairs(extender, placed, model, penalties, count_pairs):
         best_score[pair[last]] = score[last]
         has_second = np.r_[False, pair[1:] == pair[:-1]][last]
         second_score[pair[last[has_second]]] = score[last[has_second] - 1]
-        near = (score >= second_score[pair] - SUBOPTIMAL_PAIR_DELTA) & (np.arange(len(pair)) != last[np.searchsorted(pair[last], pair)])
+        others = np.ones(len(pair), dtype=bool)
+        others[last] = False
+        near = others & (score >= second_score[pair] - SUBOPTIMAL_PAIR_DELTA)
         suboptimal = np.bincount(pair[near], minlength=count_pairs)
     return a, b, best, best_score, second_score, suboptimal
 
@@ -311,7 +320,7 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
     penalties = model.penalties(scoring.match) if not model.failed else np.zeros(0, dtype=np.int64)
     if not model.failed:
         placed = _candidates(scored, extender, penalty)
-        best = _best_pairs(extender, placed, model, penalties, pairs)[2]
+        best = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))[2]
         extra, rescued = _rescue_windows(scored, extender, model, best < 0)
         scored = extender.add(scored, extra, rescued)
     window, chosen_score = scored.best.copy(), scored.best_score.copy()
@@ -321,7 +330,7 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
     if model.failed:
         return scored, PairChoice(window, chosen_score, second, mapq, proper)
     placed = _candidates(scored, extender, penalty)
-    a, b, best, pair_score, second_pair, suboptimal = _best_pairs(extender, placed, model, penalties, pairs)
+    a, b, best, pair_score, second_pair, suboptimal = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))
     both = (scored.best[0::2] >= 0) & (scored.best[1::2] >= 0)
     unpaired = np.where(both, scored.best_score[0::2] + scored.best_score[1::2] - penalty, np.iinfo(np.int64).min // 4)
     wins = np.flatnonzero((best >= 0) & (pair_score > unpaired))
