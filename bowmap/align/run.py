@@ -142,6 +142,10 @@ def run_align(options: AlignOptions) -> dict:
             else:
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
         except RangeInputError as error:
+            if options.paired:
+                from bowmap.align.reads.pairs import first_pair_error
+
+                raise first_pair_error(options.reads, options.mates, index.max_read_length, error) from None
             raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
     finally:
@@ -214,13 +218,17 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
 
     from bowmap.align.pairs import SAMPLE_PAIRS
     from bowmap.align.reads.chunk import Batch, ReadChunk, concatenate_batches, slice_batch
-    from bowmap.align.reads.pairs import read_pairs
+    from bowmap.align.reads.pairs import paired_ranges, read_pairs
 
-    chunks = read_pairs(options.reads, options.mates, options.chunk_bases, max_read_length)
+    # Byte ranges of both files that the workers read and parse, or chunks parsed here.
+    ranges = None if options.mates is None else paired_ranges(options.reads, options.mates, options.chunk_bases, max_read_length)
+    chunks = read_pairs(options.reads, options.mates, options.chunk_bases, max_read_length) if ranges is None else iter(ranges)
     held, shift = [], 0
     if model.model is None:
+        # The sample: the first pairs, parsed here (from the files' heads when the workers read ranges).
+        sampled = chunks if ranges is None else read_pairs(options.reads, options.mates, options.chunk_bases, max_read_length)
         while sum(chunk.count for chunk in held) < 2 * SAMPLE_PAIRS:
-            chunk = next(chunks, None)
+            chunk = next(sampled, None)
             if chunk is None:
                 break
             held.append(chunk)
@@ -232,5 +240,7 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
             if model.wait() is None:
                 return
             shift = 1
+        if ranges is not None:
+            held = []  # the ranges hold these pairs too
     for chunk in itertools.chain(held, chunks):
         yield dataclasses.replace(chunk, number=chunk.number + shift, insert_model=model.model)

@@ -79,6 +79,47 @@ def test_pairs_that_do_not_match_are_named(tmp_path):
         list(read_pairs(str(odd), None, 10_000, 150, 4096))
 
 
+def trimmed_pairs(tmp_path, seed=0):
+    """Plain R1 and R2 files whose R2 records are trimmed to random lengths and carry a comment:
+    the files' byte offsets drift apart, so cuts must be found by name."""
+    rng = np.random.default_rng(seed)
+    first, second = fastq_records(R1), fastq_records(R2)
+    trimmed = []
+    for record in second:
+        keep = int(rng.integers(30, 101))
+        trimmed.append([record[0] + (" comment=x" * int(rng.integers(0, 3))), record[1][:keep], "+", record[3][:keep]])
+    return write_fastq(tmp_path / "r1.fq", first), write_fastq(tmp_path / "r2.fq", trimmed)
+
+
+@pytest.mark.parametrize("chunk_bases", [1, 3000, 20_000, 1 << 22])
+def test_byte_ranges_of_both_files_hold_the_same_pairs(tmp_path, chunk_bases):
+    from bowmap.align.reads.input import as_chunk
+    from bowmap.align.reads.pairs import paired_ranges
+
+    r1, r2 = trimmed_pairs(tmp_path)
+    ranges = paired_ranges(str(r1), str(r2), chunk_bases, 150)
+    assert ranges is not None and [part.number for part in ranges] == list(range(len(ranges)))
+    if chunk_bases < 1 << 22:
+        assert len(ranges) > 3
+
+    def reads(chunks):
+        return [(chunk.name(i), chunk.codes[chunk.offsets[i] : chunk.offsets[i + 1]].tobytes()) for chunk in chunks for i in range(chunk.count)]
+
+    assert reads(as_chunk(part) for part in ranges) == reads(read_pairs(str(r1), str(r2), 1 << 22, 150))
+    assert paired_ranges(str(R1), str(R2), chunk_bases, 150) is None  # gzipped: parsed in the first process
+
+
+def test_ranges_out_of_step_report_the_first_error(indexes, tmp_path, capsys):
+    r1, r2 = trimmed_pairs(tmp_path)
+    records = fastq_records(r2)
+    records[700][0] = "@renamed/2"
+    write_fastq(r2, records)
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", indexes[0], r1, r2, "-o", out, "--devices", "cpu", "--chunk-bases", "3000", "-I", "300,30")
+    assert code == 1 and "r2.fq:2801: record 701: the mates' names differ: 'simulated.701' and 'renamed'" in err
+    assert "Traceback" not in err and not out.exists()
+
+
 # ---------------------------------------------------------------------------- insert-size model
 
 
@@ -340,12 +381,15 @@ def test_pairs_are_the_same_whatever_the_layout(indexes, paired, tmp_path, capsy
     expected = [line for line in paired.read_text().splitlines() if not line.startswith("@PG")]
     first, second = fastq_records(R1), fastq_records(R2)
     interleaved = write_fastq(tmp_path / "interleaved.fq", [record for pair in zip(first, second) for record in pair])
+    plain = write_fastq(tmp_path / "r1.fq", first), write_fastq(tmp_path / "r2.fq", second)
     layouts = [
         [indexes[0], R1, R2, "--serial"],
         [indexes[0], R1, R2, "-p", "2"],
         [indexes[0], R1, R2, "--chunk-bases", "1500", "--queues-per-device", "3"],
         [indexes[1], R1, R2, "--chunk-bases", "5000"],
         [indexes[0], interleaved, "--interleaved"],
+        [indexes[0], plain[0], plain[1], "--chunk-bases", "4000", "-p", "2"],  # byte ranges the workers parse
+        [indexes[0], plain[0], plain[1], "--chunk-bases", "2500"],
     ]
     for layout in layouts:
         out = tmp_path / "out.sam"

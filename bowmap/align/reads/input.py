@@ -7,14 +7,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from bowmap.align.reads.chunk import ReadChunk
+from bowmap.align.reads.pairs import PairedRange
 from bowmap.align.reads.ranges import RangeInputError, ReadRange, fastq_ranges, gzip_ranges
 from bowmap.align.reads.stream import read_chunks
 from bowmap.runtime.errors import BowmapError
 
 
-def as_chunk(item: ReadChunk | ReadRange) -> ReadChunk:
+def as_chunk(item: ReadChunk | ReadRange | PairedRange) -> ReadChunk:
     """The reads of a chunk, or of a byte range (parsed here: in the worker that maps it)."""
-    return item.chunk() if isinstance(item, ReadRange) else item
+    return item.chunk() if isinstance(item, (ReadRange, PairedRange)) else item
 
 
 def input_chunks(path: str, chunk_bases: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange]:

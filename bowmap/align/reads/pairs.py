@@ -11,14 +11,17 @@ number of records: anything else stops the run with one line naming both files a
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
 from bowmap.align.reads.chunk import Batch, Chunker, ReadChunk, concatenate_batches, slice_batch
-from bowmap.align.reads.parse import Parser, _name
-from bowmap.align.reads.stream import DEFAULT_BLOCK_BYTES, input_blocks, prefetched
+from bowmap.align.reads.parse import Parser, _name, longest_record
+from bowmap.align.reads.ranges import RangeInputError, ReadRange, file_head, first_record, read_at, record_start, starts_record
+from bowmap.align.reads.stream import DEFAULT_BLOCK_BYTES, GZIP_MAGIC, input_blocks, prefetched
 from bowmap.runtime.arrays import segment_ranges
 from bowmap.runtime.errors import BowmapError
+from bowmap.runtime.files import open_for_reading
 
 
 def read_pairs(
@@ -203,3 +206,129 @@ def _pick(batch: Batch, reads: np.ndarray) -> Batch:
     names = batch.names[segment_ranges(batch.name_offsets[:-1][reads], lengths)]
     empty = np.zeros(1, dtype=np.int64)
     return Batch(names, offsets, np.zeros(0, dtype=np.uint8), empty, None)
+
+
+# ---------------------------------------------------------------------------------- byte ranges
+
+
+@dataclass
+class PairedRange:
+    """Byte ranges of the R1 and R2 files holding the same pairs, whole records: a chunk the
+    worker mapping it reads and parses itself (:meth:`chunk`), as :class:`ReadRange` for one
+    file. Cut by :func:`paired_ranges`."""
+
+    number: int
+    first: ReadRange
+    second: ReadRange
+    insert_model: object = None  # as ReadChunk.insert_model, handed on to the chunk
+
+    def chunk(self) -> ReadChunk:
+        """The pairs of both ranges, interleaved; RangeInputError when the ranges do not hold
+        the same pairs (the caller finds the input's first error with :func:`first_pair_error`)."""
+        taken = [_batch(part.chunk()) for part in (self.first, self.second)]
+        if taken[0].count != taken[1].count:
+            raise RangeInputError(
+                f"{self.first.path} bytes {self.first.start}..{self.first.end} hold {taken[0].count} records, "
+                f"{self.second.path} bytes {self.second.start}..{self.second.end} {taken[1].count}"
+            )
+        try:
+            _check_names(*taken, lambda i: f"{self.first.path} and {self.second.path}, record {i + 1} of bytes {self.first.start}.. and {self.second.start}..")
+        except BowmapError as error:
+            raise RangeInputError(str(error)) from None
+        batch = _interleave(*taken)
+        return ReadChunk(
+            self.number, -1, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities, paired=True, insert_model=self.insert_model
+        )
+
+
+def _batch(chunk: ReadChunk) -> Batch:
+    return Batch(chunk.names, chunk.name_offsets, chunk.codes, chunk.offsets, chunk.qualities)
+
+
+def paired_input(first: str, second: str | None, chunk_bases: int, max_read_length: int) -> Iterator[ReadChunk | PairedRange]:
+    """What the align pipeline hands its workers for pairs: :func:`paired_ranges` for two
+    uncompressed FASTQ files, else the chunks of :func:`read_pairs`."""
+    ranges = None if second is None else paired_ranges(first, second, chunk_bases, max_read_length)
+    return ranges if ranges is not None else read_pairs(first, second, chunk_bases, max_read_length)
+
+
+def first_pair_error(first: str, second: str | None, max_read_length: int, found: RangeInputError) -> BowmapError:
+    """The input's first error as :func:`read_pairs` reports it, after a range failed with
+    ``found``; if the whole input reads as pairs, the ranges were cut out of step (read names
+    that repeat can mislead the cuts): say so."""
+    try:
+        for _ in read_pairs(first, second, 1 << 22, max_read_length):
+            pass
+    except BowmapError as error:
+        return error
+    return BowmapError(f"{found}: the two files could not be cut in step (read names repeat?); gzip them to map them another way")
+
+
+# Search for a mate's record this far around the place the files' sizes predict, doubling up to
+# the last: R2 records a few bytes longer or shorter than R1's shift the place slowly.
+_MATE_SEARCH_BYTES = [1 << 16, 1 << 20, 1 << 24, 1 << 27]
+
+
+def paired_ranges(first: str, second: str, chunk_bases: int, max_read_length: int) -> list[PairedRange] | None:
+    """Ranges of both files holding the same pairs, each pair about ``chunk_bases`` bases (R1
+    ranges of ``chunk_bases`` bytes: a FASTQ base takes two); None unless both are uncompressed
+    FASTQ files. R1 is cut as :func:`fastq_ranges` cuts; R2 before the record of the same name,
+    looked for near the byte the files' sizes predict. Every cut is made before the first range
+    is handed out, reading only a few KiB around each: if some R2 cut cannot be found, the whole
+    input goes to the reader that parses both files in the first process (None)."""
+    heads = [file_head(path, chunk_bases) for path in (first, second)]
+    if any(head is None or head[1][:2] == GZIP_MAGIC or first_record(head[1]) is None for head in heads):
+        return None
+    (size1, head1), (size2, head2) = heads
+    start1, start2 = first_record(head1), first_record(head2)
+    cuts = [(start1, start2)]
+    with open_for_reading(first, kind="read file") as one, open_for_reading(second, kind="read file") as two:
+        while True:
+            at1, at2 = cuts[-1]
+            cut1 = record_start(one.fileno(), first, at1 + chunk_bases, size1, at1 + chunk_bases + longest_record(max_read_length))
+            if cut1 is None:
+                break
+            name = _header_name(read_at(one.fileno(), first, cut1, 4096))
+            estimate = at2 + (cut1 - at1) * (size2 - at2) // max(size1 - at1, 1)
+            cut2 = _mate_record(two.fileno(), second, name, estimate, at2, size2, max_read_length)
+            if cut2 is None:
+                return None
+            cuts.append((cut1, cut2))
+    ends = cuts[1:] + [(size1, size2)]
+    return [
+        PairedRange(number, ReadRange(number, first, a1, b1, b1 == size1, max_read_length), ReadRange(number, second, a2, b2, b2 == size2, max_read_length))
+        for number, ((a1, a2), (b1, b2)) in enumerate(zip(cuts, ends))
+    ]
+
+
+def _header_name(data: bytes) -> bytes:
+    """The read name of the header line ``data`` starts with, as the parser takes it."""
+    line = data[1:].split(b"\n", 1)[0].rstrip(b"\r")
+    name = line.replace(b"\t", b" ").split(b" ", 1)[0]
+    if len(name) > 2 and name[-2:-1] == b"/" and name[-1:].isdigit():
+        name = name[:-2]
+    return name
+
+
+def _mate_record(descriptor: int, path: str, name: bytes, estimate: int, low: int, size: int, max_read_length: int) -> int | None:
+    """Where the record named ``name`` starts in the FASTQ file, searched at and after ``low``
+    around ``estimate``; None if it is not found."""
+    if not name:
+        return None
+    for reach in _MATE_SEARCH_BYTES:
+        start = max(low, estimate - reach)
+        end = min(size, estimate + reach + longest_record(max_read_length))
+        base = max(start - 1, 0)
+        data = read_at(descriptor, path, base, end - base)
+        needle = (b"@" if base == 0 and start == 0 else b"\n@") + name
+        at = data.find(needle)
+        while at >= 0:
+            record = at + (0 if needle[:1] == b"@" else 1)
+            after = data[record + len(name) + 1 : record + len(name) + 3]
+            follows = after[:1] in (b"", b" ", b"\t", b"\r", b"\n") or (after[:1] == b"/" and after[1:2].isdigit())
+            if follows and base + record > low and starts_record(data, record, base + len(data) >= size):
+                return base + record
+            at = data.find(needle, at + 1)
+        if start == low and end == size:
+            return None
+    return None

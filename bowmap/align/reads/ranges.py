@@ -49,7 +49,7 @@ class ReadRange:
             data = self.text
         else:
             with open_for_reading(self.path, kind="read file") as handle:
-                data = _read_at(handle.fileno(), self.path, self.start, self.end - self.start)
+                data = read_at(handle.fileno(), self.path, self.start, self.end - self.start)
         if len(data) < self.end - self.start:
             raise BowmapError(f"{self.path}: the file changed while it was read (it now ends before byte {self.end})")
         if len(data) > longest_line(self.max_read_length) and has_longer_line(data, longest_line(self.max_read_length)):
@@ -81,11 +81,11 @@ def chunk_bound(path: str | None, chunk_bases: int) -> int | None:
     but the last holds ``chunk_bases`` bases or more (a FASTQ range, 2 x ``chunk_bases`` bytes
     or more), and a base takes a byte of a FASTA file, two of a FASTQ file (its quality). None
     for standard input, a pipe or a gzip file, whose size does not tell."""
-    file = None if path is None else _file_head(path, max(1, chunk_bases))
+    file = None if path is None else file_head(path, max(1, chunk_bases))
     if file is None or file[1][:2] == GZIP_MAGIC:
         return None
     size, head = file
-    bytes_a_base = 2 if _first_record(head) is not None else 1
+    bytes_a_base = 2 if first_record(head) is not None else 1
     return size // (bytes_a_base * max(1, chunk_bases)) + 1
 
 
@@ -100,17 +100,17 @@ def fastq_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
     line, which cannot start with ``+``. Malformed input may be cut elsewhere; some range then
     fails to parse, and :func:`first_input_error` reports the error as the whole-file reader
     would."""
-    file = _file_head(path, target_bytes)
+    file = file_head(path, target_bytes)
     if file is None:
         return None
     size, head = file
-    first = _first_record(head)
+    first = first_record(head)
     if head[:2] == GZIP_MAGIC or first is None:
         return None
     return _ranges(path, first, size, target_bytes, max_read_length)
 
 
-def _file_head(path: str, target_bytes: int) -> tuple[int, bytes] | None:
+def file_head(path: str, target_bytes: int) -> tuple[int, bytes] | None:
     """(size, first 64 KiB) of a regular file, None for stdin, anything else or an unreadable
     file (read_chunks reports it). The path is stat'ed before it is opened: opening a named pipe
     would take its data."""
@@ -126,7 +126,7 @@ def _file_head(path: str, target_bytes: int) -> tuple[int, bytes] | None:
         return None
 
 
-def _first_record(text: bytes) -> int | None:
+def first_record(text: bytes) -> int | None:
     """Where the first FASTQ record of ``text`` starts, after blank lines (which the whole-file
     reader skips too); None when the first text there is not an '@' at a line start."""
     first = len(text) - len(text.lstrip(b" \t\r\n"))
@@ -140,7 +140,7 @@ def _ranges(path: str, start: int, size: int, target_bytes: int, max_read_length
         number = 0
         while True:
             give_up = start + target_bytes + longest_record(max_read_length)
-            cut = _record_start(handle.fileno(), path, start + target_bytes, size, give_up)
+            cut = record_start(handle.fileno(), path, start + target_bytes, size, give_up)
             if cut is None:
                 yield ReadRange(number, path, start, size, True, max_read_length)
                 return
@@ -148,7 +148,7 @@ def _ranges(path: str, start: int, size: int, target_bytes: int, max_read_length
             start, number = cut, number + 1
 
 
-def _record_start(descriptor: int, path: str, offset: int, size: int, give_up: int) -> int | None:
+def record_start(descriptor: int, path: str, offset: int, size: int, give_up: int) -> int | None:
     """The first FASTQ record start at or after ``offset`` (see :func:`fastq_ranges`), None if
     there is none before the end of the file; :class:`RangeInputError` if there is none before
     byte ``give_up``."""
@@ -157,7 +157,7 @@ def _record_start(descriptor: int, path: str, offset: int, size: int, give_up: i
         if offset > give_up:
             raise RangeInputError(f"{path}: no FASTQ record starts before byte {offset}")
         base = offset - 1  # the byte before: a line starts after a newline
-        data = _read_at(descriptor, path, base, min(probe, size - base))
+        data = read_at(descriptor, path, base, min(probe, size - base))
         reaches_end = base + len(data) >= size
         found, cut_short = _find_record(data, 1, reaches_end)
         if found is not None:
@@ -177,7 +177,7 @@ def _find_record(data: bytes, offset: int, reaches_end: bool) -> tuple[int | Non
     None) when there is no record start."""
     at = data.find(b"\n@", max(offset - 1, 0))
     while at >= 0:
-        verdict = _starts_record(data, at + 1, reaches_end)
+        verdict = starts_record(data, at + 1, reaches_end)
         if verdict is None:
             return None, at + 1
         if verdict:
@@ -192,7 +192,7 @@ def gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[
     of :func:`read_chunks`); None when ``path`` is not a gzipped regular file. This process only
     decompresses and cuts; the workers parse. Damaged gzip data raises
     :class:`RangeInputError`: a range before it may hold the input's first error."""
-    file = _file_head(path, target_bytes)
+    file = file_head(path, target_bytes)
     if file is None or file[1][:2] != GZIP_MAGIC:
         return None
     return _gzip_ranges(path, target_bytes, max_read_length)
@@ -203,7 +203,7 @@ def _gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
     try:
         try:
             head = next(blocks, b"")
-            first = _first_record(head)
+            first = first_record(head)
             if first is not None:
                 yield from _cut_text(blocks, head[first:], first, path, target_bytes, max_read_length)
                 return
@@ -240,7 +240,7 @@ def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, 
                 pending += block
 
 
-def _starts_record(data: bytes, at: int, reaches_end: bool) -> bool | None:
+def starts_record(data: bytes, at: int, reaches_end: bool) -> bool | None:
     """Whether the line at ``data[at:]`` (an '@' line) is followed by a sequence, a '+' line and
     a quality line as long as the sequence; None when ``data`` ends before the record does (and
     the file goes on)."""
@@ -259,7 +259,7 @@ def _starts_record(data: bytes, at: int, reaches_end: bool) -> bool | None:
     return data[ends[1] + 1 : ends[1] + 2] == b"+" and len(sequence) == len(quality)
 
 
-def _read_at(descriptor: int, path: str, offset: int, count: int) -> bytes:
+def read_at(descriptor: int, path: str, offset: int, count: int) -> bytes:
     """``count`` bytes of the file at ``offset`` (fewer only at its end)."""
     parts, got = [], 0
     try:
