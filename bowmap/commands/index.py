@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from bowmap.commands.options import add_devices_option
+from bowmap.commands.options import add_devices_option, integer
 from bowmap.index.format import DEFAULT_MAX_READ_LENGTH, DEFAULT_SA_SAMPLE
-from bowmap.runtime.errors import UsageError
 
 
 def add_parser(subparsers):
@@ -26,14 +25,14 @@ def add_parser(subparsers):
     )
     index.add_argument(
         "--sa-sample",
-        type=int,
+        type=integer(1, 1 << 16),
         default=DEFAULT_SA_SAMPLE,
         metavar="N",
         help=f"keep the suffix array at every N-th text position: a locate takes under N steps (default {DEFAULT_SA_SAMPLE})",
     )
     index.add_argument(
         "--max-read-length",
-        type=int,
+        type=integer(1, 1 << 20),
         default=DEFAULT_MAX_READ_LENGTH,
         metavar="N",
         help=f"longest read the index must serve; blocks overlap by N + 256 bases (default {DEFAULT_MAX_READ_LENGTH})",
@@ -47,10 +46,6 @@ def run(args) -> int:
     from bowmap.index_builder.build import IndexOptions, build_index
     from bowmap.runtime.devices import parse_memory
 
-    if args.sa_sample < 1:
-        raise UsageError(f"--sa-sample {args.sa_sample}: must be at least 1")
-    if args.max_read_length < 1:
-        raise UsageError(f"--max-read-length {args.max_read_length}: must be at least 1")
     device_memory = max_allocation = None
     if args.device_mem is not None:
         device_memory = parse_memory(args.device_mem)
