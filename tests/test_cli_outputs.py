@@ -4,6 +4,7 @@ quietly, for a closed pipe), inputs never overwritten, every number checked, SAM
 
 from __future__ import annotations
 
+import gzip
 import os
 import stat
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+import pysam
 import pytest
 
 from bowmap.cli import main
@@ -125,6 +127,55 @@ def test_a_full_standard_output_is_one_line_and_exit_1(inputs, command):
     one_line_error(result.stderr, "standard output", NO_SPACE)
 
 
+# ----------------------------------------------------------------------------------- align
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Path:
+    prefix = tmp_path_factory.mktemp("index") / "lambda"
+    assert main(["-q", "index", str(LAMBDA), str(prefix), "--device-mem", "1G"]) == 0
+    return prefix
+
+
+@pytest.fixture(scope="module")
+def plain_reads(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("reads") / "reads.fq"
+    path.write_bytes(gzip.decompress(READS.read_bytes()))
+    return path
+
+
+def test_closed_standard_output_is_one_line_and_exit_1(index):
+    result = subprocess.run(
+        f"{sys.executable} -m bowmap -q align {index} {READS} --devices cpu >&-", shell=True, capture_output=True, text=True
+    )
+    assert result.returncode == 1
+    one_line_error(result.stderr, "standard output is closed")
+
+
+def test_bam_to_a_full_device_names_the_cause(index, capsys):
+    code, _, err = run(capsys, "-q", "align", index, READS, "-o", "/dev/full", "-O", "bam", "--devices", "cpu")
+    assert code == 1
+    one_line_error(err, "/dev/full", NO_SPACE)
+
+
+def test_align_refuses_an_output_that_is_an_input(index, plain_reads, tmp_path, capsys):
+    before = {path: path.read_bytes() for path in [plain_reads, *index.parent.iterdir()]}
+    link = tmp_path / "link.sam"
+    os.link(plain_reads, link)
+    for output, needle in (
+        (plain_reads, "is the reads file"),
+        (link, "is the reads file"),
+        (f"{index}.bmi", "manifest of index"),
+        (f"{index}.pac", "a file of index"),
+        (f"{index}.0.occ", "a file of index"),
+        (f"{index}.0.sa", "a file of index"),
+    ):
+        code, _, err = run(capsys, "align", index, plain_reads, "-o", output, "--devices", "cpu")
+        assert code == 2
+        one_line_error(err, str(output), needle, "refusing to overwrite")
+    assert {path: path.read_bytes() for path in before} == before
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_kernel_commands_refuse_an_output_that_is_an_input(tmp_path, capsys, inputs, command):
     argv = kernel_command(command, inputs)
@@ -148,6 +199,16 @@ def test_motifs_refuses_one_file_for_both_outputs(tmp_path, capsys, inputs):
 @pytest.mark.parametrize(
     "argv, option",
     [
+        (["align", "P", "R", "--seed-length", "33"], "--seed-length"),
+        (["align", "P", "R", "--min-score", str(10**20)], "--min-score"),
+        (["align", "P", "R", "--min-score", "1e20"], "--min-score"),
+        (["align", "P", "R", "--windows-per-read", str(10**9)], "--windows-per-read"),
+        (["align", "P", "R", "--positions-per-read", "0"], "--positions-per-read"),
+        (["align", "P", "R", "-p", str(10**20)], "--processes"),
+        (["align", "P", "R", "--queues-per-device", "0"], "--queues-per-device"),
+        (["align", "P", "R", "--chunk-bases", str(1 << 40)], "--chunk-bases"),
+        (["align", "P", "R", "--match", "5000"], "--match"),
+        (["align", "P", "R", "--gap-open", "-1"], "--gap-open"),
         (["index", "R.fa", "P", "--sa-sample", str(1 << 40)], "--sa-sample"),
         (["index", "R.fa", "P", "--max-read-length", "0"], "--max-read-length"),
         (["asm", "X.fa", "Y.fa", "--pieces", "0"], "--pieces"),
@@ -165,3 +226,73 @@ def test_every_numeric_option_has_a_checked_range(capsys, argv, option):
     code, _, err = run(capsys, *argv)
     assert code == 2
     one_line_error(err, f"bowmap {argv[0]}: argument", option)
+
+
+# ------------------------------------------------------------------------------- item 15, 16
+
+
+def test_threads_option_as_bwa_and_read_group_line_as_bwa(index, tmp_path, capsys):
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "-q", "align", index, READS, "-o", out, "-t", "1", "-R", r"@RG\tID:lane1\tSM:lambda", "--devices", "cpu")
+    assert code == 0, err
+    with pysam.AlignmentFile(str(out)) as sam:
+        assert sam.header.to_dict()["RG"] == [{"ID": "lane1", "SM": "lambda"}]
+        assert all(read.get_tag("RG") == "lane1" for read in sam)
+
+
+@pytest.mark.parametrize(
+    "arguments, needle",
+    [
+        (["--rg-id", r"@RG\tID:x\tSM:y"], "-R"),
+        (["--rg-id", "a b"], "without spaces"),
+        (["-R", r"@RG\tSM:y"], "one ID"),
+        (["-R", r"ID:x\tSM:y"], "starts with @RG"),
+        (["-R", r"@RG\tID:x\tSMX:y"], "'SMX:y'"),
+        (["-R", r"@RG\tID:x", "--rg-id", "x"], "instead of"),
+    ],
+)
+def test_bad_read_groups_are_usage_errors(index, tmp_path, capsys, arguments, needle):
+    code, _, err = run(capsys, "align", index, READS, "-o", tmp_path / "out.sam", *arguments)
+    assert code == 2
+    one_line_error(err, needle)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name, needle", [("x.cram", "CRAM"), ("x.sam.gz", "gzip"), ("x.BAM.bz2", "bzip2")])
+def test_formats_not_written_are_refused(index, tmp_path, capsys, name, needle):
+    code, _, err = run(capsys, "align", index, READS, "-o", tmp_path / name)
+    assert code == 2
+    one_line_error(err, name, needle, "SAM", "BAM")
+    assert os.listdir(tmp_path) == []
+
+
+def test_bam_by_any_case_of_its_name_and_on_standard_output(index, tmp_path, capsysbinary):
+    out = tmp_path / "X.BAM"
+    assert main(["-q", "align", str(index), str(READS), "-o", str(out), "--devices", "cpu"]) == 0
+    capsysbinary.readouterr()
+    assert main(["-q", "align", str(index), str(READS), "-O", "BAM", "--devices", "cpu", "--chunk-bases", "20000"]) == 0
+    streamed = tmp_path / "streamed.bam"
+    streamed.write_bytes(capsysbinary.readouterr().out)
+    records = []
+    for path in (out, streamed):
+        assert path.read_bytes()[:4] == b"\x1f\x8b\x08\x04"  # BGZF
+        with pysam.AlignmentFile(str(path), "rb") as bam:
+            header = str(bam.header)
+            assert ".tmp" not in header and "samtools" not in header  # no temporary path, no @PG but bowmap's
+            assert [entry["ID"] for entry in bam.header.to_dict()["PG"]] == ["bowmap"]
+            records.append([read.to_string() for read in bam])
+    assert len(records[0]) == 2000 and records[0] == records[1]
+
+
+# --------------------------------------------------------------------------------- item 17
+
+
+def test_reads_given_as_the_prefix_are_named_as_such(index, plain_reads, capsys):
+    code, _, err = run(capsys, "align", plain_reads, index)
+    assert code == 2
+    one_line_error(err, str(plain_reads), "a FASTQ file given as PREFIX", "swapped")
+    code, _, err = run(capsys, "align", READS, index)  # gzipped
+    assert code == 2 and "a FASTQ file given as PREFIX" in err
+    code, _, err = run(capsys, "align", LAMBDA, READS)  # a reference not indexed yet
+    assert code == 2
+    one_line_error(err, "a FASTA file given as PREFIX", f"bowmap index {LAMBDA} PREFIX")

@@ -73,7 +73,7 @@ def run_align(options: AlignOptions) -> dict:
     header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
     if options.output in (None, "-"):
         verification.result()  # standard output shows what is written at once: nothing before the checks
-    writer = SamWriter(options.output, header)  # fails now, before any work, if it cannot write
+    writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
     bar = tqdm(desc="mapped", unit=" reads", unit_scale=True, disable=not options.progress, leave=False)
     success = False
     try:
