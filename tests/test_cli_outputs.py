@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import gzip
 import os
+import signal
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pysam
@@ -152,6 +154,39 @@ def test_closed_standard_output_is_one_line_and_exit_1(index):
     one_line_error(result.stderr, "standard output is closed")
 
 
+def test_a_closed_pipe_exits_quietly_with_141(index, tmp_path):
+    """`bowmap align ... | head -1`: what samtools and bwa do there (they die of SIGPIPE,
+    which a shell reports as 141), with nothing on standard error."""
+    result = subprocess.run(
+        f"set -o pipefail; {sys.executable} -m bowmap -q align {index} {READS} --devices cpu --chunk-bases 3000 | head -1",
+        shell=True, capture_output=True, text=True, executable="/bin/bash",
+    )
+    assert result.stdout.startswith("@HD")
+    assert result.returncode == 141 and result.stderr == ""
+
+
+def test_sigterm_to_a_single_process_run_exits_143(index, tmp_path):
+    reads = tmp_path / "many.fq"
+    reads.write_bytes(gzip.decompress(READS.read_bytes()) * 40)
+    out = tmp_path / "out.sam"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bowmap", "align", str(index), str(reads), "-o", str(out), "--devices", "cpu", "-p", "1",
+         "--chunk-bases", "5000", "--no-progress"],
+        stderr=subprocess.PIPE, text=True,
+    )
+    lines = []
+    for line in process.stderr:  # mapping has begun once the checksums are known
+        lines.append(line)
+        if "checksums match" in line:
+            break
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    rest = process.stderr.read()
+    assert process.wait(60) == 143, lines + [rest]
+    assert rest.strip().splitlines()[-1] == "bowmap: terminated"
+    assert os.listdir(tmp_path) == ["many.fq"]
+
+
 def test_bam_to_a_full_device_names_the_cause(index, capsys):
     code, _, err = run(capsys, "-q", "align", index, READS, "-o", "/dev/full", "-O", "bam", "--devices", "cpu")
     assert code == 1
@@ -285,6 +320,20 @@ def test_bam_by_any_case_of_its_name_and_on_standard_output(index, tmp_path, cap
 
 
 # --------------------------------------------------------------------------------- item 17
+
+
+def test_usage_errors_name_the_subcommands_help(capsys):
+    code, _, err = run(capsys, "align", "P", "R", "--no-such-option")
+    assert code == 2
+    one_line_error(err, "unrecognized arguments: --no-such-option", "see bowmap align --help")
+
+
+def test_version_and_quiet_after_the_subcommand(index, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["align", "--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.startswith("bowmap ")
+    code, out, err = run(capsys, "align", index, READS, "-q", "--devices", "cpu")
+    assert code == 0 and out.startswith("@HD") and err == ""
 
 
 def test_reads_given_as_the_prefix_are_named_as_such(index, plain_reads, capsys):
