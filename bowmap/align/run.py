@@ -48,9 +48,8 @@ class _Background:
 
 def run_align(options: AlignOptions) -> dict:
     """Map every read of ``options.reads``; return the run's summary figures."""
-    from tqdm import tqdm
-
     from bowmap.align.pipeline import run_processes, run_serial, run_threaded
+    from bowmap.align.progress import Progress
     from bowmap.align.reads import (
         RangeInputError,
         chunk_bound,
@@ -74,7 +73,7 @@ def run_align(options: AlignOptions) -> dict:
     if options.output in (None, "-"):
         verification.result()  # standard output shows what is written at once: nothing before the checks
     writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
-    bar = tqdm(desc="mapped", unit=" reads", unit_scale=True, disable=not options.progress, leave=False)
+    bar = Progress(options.reads, options.progress)
     success = False
     try:
         device_infos = parse_device_spec(options.devices, list_devices())
@@ -113,13 +112,15 @@ def run_align(options: AlignOptions) -> dict:
             writer.write(text)
             totals["reads"] += reads
             totals["mapped"] += mapped
-            bar.update(reads)
+            bar.written(reads)
 
         def verified_chunks():
             verification.result()
             log.info("index checksums match [%.2f s]", time.perf_counter() - started)
             # Chunks, or byte ranges of the input that the workers read and parse themselves.
-            yield from input_chunks(options.reads, options.chunk_bases, index.max_read_length)
+            for item in input_chunks(options.reads, options.chunk_bases, index.max_read_length):
+                bar.handed_out(item)
+                yield item
 
         chunks = verified_chunks()
         try:
