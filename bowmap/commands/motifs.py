@@ -58,8 +58,6 @@ def add_parser(subparsers):
 def _options(args):
     from bowmap.modules.motifs.kernels import TableOptions
 
-    if not 1 <= args.k <= 20:
-        raise UsageError(f"-k {args.k}: must be 1..20")
     if args.distance < 0 or args.distance > args.k:
         raise UsageError(f"-d {args.distance}: must be 0..k")
     configurations = sum(math.comb(args.k, delta) for delta in range(args.distance + 1))
@@ -68,8 +66,6 @@ def _options(args):
     encoding = args.encoding if args.encoding != "auto" else ("32" if args.k <= 15 else "64")
     if encoding == "32" and args.k > 15:
         raise UsageError(f"--encoding 32 holds k <= 15, not {args.k}; use --encoding 64")
-    if not 1 <= args.buckets <= 1 << 16:
-        raise UsageError(f"--buckets {args.buckets}: must be 1..65536")
     return TableOptions(args.k, args.distance, encoding, args.hash, args.buckets, args.seed)
 
 
