@@ -345,3 +345,12 @@ def test_reads_given_as_the_prefix_are_named_as_such(index, plain_reads, capsys)
     code, _, err = run(capsys, "align", LAMBDA, READS)  # a reference not indexed yet
     assert code == 2
     one_line_error(err, "a FASTA file given as PREFIX", f"bowmap index {LAMBDA} PREFIX")
+
+
+def test_index_refuses_a_reference_it_would_replace(tmp_path, capsys):
+    reference = tmp_path / "genome.pac"
+    reference.write_text(">c\nACGTACGTTAGCCGATAGGCTTACG\n")
+    code, _, err = run(capsys, "index", reference, tmp_path / "genome", "--device-mem", "1G")
+    assert code == 2
+    one_line_error(err, str(reference), "refusing to overwrite")
+    assert sorted(os.listdir(tmp_path)) == ["genome.pac"]

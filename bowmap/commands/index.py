@@ -45,6 +45,9 @@ def add_parser(subparsers):
 def run(args) -> int:
     from bowmap.index_builder.build import IndexOptions, build_index
     from bowmap.runtime.devices import parse_memory
+    from bowmap.runtime.output import refuse_inputs
+
+    refuse_inputs(_index_outputs(args.prefix), {"the reference": args.reference})
 
     device_memory = max_allocation = None
     if args.device_mem is not None:
@@ -63,3 +66,16 @@ def run(args) -> int:
     )
     build_index(options)
     return 0
+
+
+def _index_outputs(prefix: str) -> list[tuple[str, str]]:
+    """The files an index at PREFIX replaces: its manifest, packed text and the block files of
+    an index there now (the new one's block count is not known before the build)."""
+    import glob
+    import re
+
+    from bowmap.index.format import MANIFEST_SUFFIX
+
+    paths = [prefix + MANIFEST_SUFFIX, prefix + ".pac"]
+    paths += [path for path in glob.glob(glob.escape(prefix) + ".*") if re.fullmatch(r"\.\d+\.(occ|mrk|sa)", path[len(prefix):])]
+    return [("PREFIX", path) for path in paths]

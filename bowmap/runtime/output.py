@@ -155,10 +155,11 @@ class OutputFile:
         self.close(success=kind is None)
 
 
-def refuse_inputs(outputs: dict[str, str | None], inputs) -> None:
-    """Raise a usage error when an output (option -> path) is the same file as an input (a dict
-    description -> path, or such pairs) or as another output: compared by device and inode, so
-    a link or another spelling of the path is caught too. Call it before writing anything."""
+def refuse_inputs(outputs, inputs) -> None:
+    """Raise a usage error when an output (a dict option -> path, or such pairs) is the same
+    file as an input (description -> path, likewise) or as another output: compared by device
+    and inode, so a link or another spelling of the path is caught too. Call it before writing
+    anything."""
     seen: dict[tuple[int, int], str] = {}
     for what, path in inputs.items() if isinstance(inputs, dict) else inputs:
         try:
@@ -167,7 +168,7 @@ def refuse_inputs(outputs: dict[str, str | None], inputs) -> None:
             continue  # a missing input fails on its own; "-" is standard input
         seen.setdefault((status.st_dev, status.st_ino), what)
     named: dict[str, str] = {}
-    for option, path in outputs.items():
+    for option, path in outputs.items() if isinstance(outputs, dict) else outputs:
         if path in (None, "-"):
             continue
         resolved = os.path.realpath(path)
