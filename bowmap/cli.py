@@ -1,7 +1,8 @@
 """Command line: parses arguments, builds the options of each phase, and reports errors.
 
 Subcommands live in :mod:`bowmap.commands`, one module each. Nothing below this module reads
-``sys.argv``. Exit codes: 0 ok, 1 failure, 2 usage, 130 interrupted.
+``sys.argv``. Exit codes: 0 ok, 1 failure, 2 usage, 130 interrupted (^C), 143 terminated
+(SIGTERM), 141 standard output closed by its reader (as a shell shows for samtools or bwa).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import threading
 
 from bowmap import __version__, commands
 from bowmap.runtime.errors import BowmapError, UsageError
+from bowmap.runtime.output import silence_stdout
 
 log = logging.getLogger("bowmap")
 
@@ -42,7 +44,26 @@ def _build_parser() -> tuple[argparse.ArgumentParser, dict]:
             runner = module.add_parser(subparsers)
             for name in set(subparsers.choices) - before:
                 runners[name] = runner
+                _add_common_options(subparsers.choices[name])
     return parser, runners
+
+
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    """--version and -q after the subcommand too (``bowmap align --version``, ``bowmap align -q``);
+    -q's default is left unset, so a -q given before the subcommand still counts."""
+    parser.add_argument("--version", action="version", version=f"bowmap {__version__}")
+    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="log only warnings and errors")
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """parse_args, but an unknown option after a subcommand is that subcommand's usage error
+    (``see bowmap align --help``), not the top-level parser's."""
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        command = getattr(args, "command", None)
+        prog = f"{parser.prog} {command}" if command else parser.prog
+        raise UsageError(f"{prog}: unrecognized arguments: {' '.join(extras)} (see {prog} --help)")
+    return args
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -88,7 +109,7 @@ def _main(argv: list[str] | None) -> int:
     _setup_logging()
     try:
         parser, runners = _build_parser()
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
         args.command_line = shlex.join(["bowmap", *(sys.argv[1:] if argv is None else argv)])  # for @PG
         logging.getLogger("bowmap").setLevel(logging.WARNING if args.quiet else logging.INFO)
         if args.command is None:
@@ -105,4 +126,8 @@ def _main(argv: list[str] | None) -> int:
         print("bowmap: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return 1
+        # The reader of standard output has gone (`bowmap align ... | head`): exit quietly with
+        # 141 (128 + SIGPIPE), what a shell reports for samtools, bwa or bowtie2 there (they die
+        # of SIGPIPE, silently); pipefail scripts see the same status as for them.
+        silence_stdout()
+        return 141

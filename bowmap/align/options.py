@@ -19,6 +19,7 @@ class AlignOptions:
     insert_size: object = None  # bowmap.align.pairs.InsertModel given by --insert-size; None: estimated
     unpaired_penalty: int = 17  # bwa's -U
     output: str | None = None  # None or "-": stdout; *.bam: BAM
+    output_format: str | None = None  # "sam" or "bam"; None: from the output's name
     devices: str | None = None
     queues_per_device: int | None = None  # None: 2 with one process, 1 a worker process
     processes: int | None = None  # worker processes; None: see default_processes

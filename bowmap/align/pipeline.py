@@ -133,8 +133,8 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
                 if run.failed.is_set() and thread is threads[0]:
                     break  # the reader may be blocked on its input: a daemon, left behind
                 thread.join(_POLL_SECONDS)
-    except KeyboardInterrupt:
-        run.fail(KeyboardInterrupt())
+    except KeyboardInterrupt as interrupt:  # ^C, or SIGTERM as bowmap.cli.Terminated: kept as it came
+        run.fail(interrupt)
         # Workers notice within a poll; a reader blocked on input (a terminal, a pipe) may not
         # return at all: it is a daemon thread and must not hold the exit up.
         for thread in threads:

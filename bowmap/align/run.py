@@ -50,9 +50,8 @@ class _Background:
 
 def run_align(options: AlignOptions) -> dict:
     """Map every read of ``options.reads``; return the run's summary figures."""
-    from tqdm import tqdm
-
     from bowmap.align.pipeline import run_processes, run_serial, run_threaded
+    from bowmap.align.progress import Progress
     from bowmap.align.reads import (
         RangeInputError,
         chunk_bound,
@@ -75,8 +74,8 @@ def run_align(options: AlignOptions) -> dict:
     header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
     if options.output in (None, "-"):
         verification.result()  # standard output shows what is written at once: nothing before the checks
-    writer = SamWriter(options.output, header)  # fails now, before any work, if it cannot write
-    bar = tqdm(desc="mapped", unit=" reads", unit_scale=True, disable=not options.progress, leave=False)
+    writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
+    bar = Progress(options.reads, options.progress)
     success = False
     try:
         device_infos = parse_device_spec(options.devices, list_devices())
@@ -120,7 +119,7 @@ def run_align(options: AlignOptions) -> dict:
             totals["reads"] += reads
             totals["mapped"] += mapped
             totals["proper"] += proper
-            bar.update(reads)
+            bar.written(reads)
 
         def verified_chunks():
             verification.result()
@@ -129,7 +128,9 @@ def run_align(options: AlignOptions) -> dict:
                 yield from paired_chunks(options, index.max_read_length, model)
                 return
             # Chunks, or byte ranges of the input that the workers read and parse themselves.
-            yield from input_chunks(options.reads, options.chunk_bases, index.max_read_length)
+            for item in input_chunks(options.reads, options.chunk_bases, index.max_read_length):
+                bar.handed_out(item)
+                yield item
 
         chunks = verified_chunks()
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bowmap.commands.options import add_devices_option
+from bowmap.commands.options import INT32, add_devices_option, integer
 from bowmap.runtime.errors import UsageError
 
 
@@ -18,43 +18,47 @@ def add_parser(subparsers):
     parser.add_argument("index", metavar="PREFIX")
     parser.add_argument("reads", metavar="READS")
     parser.add_argument("mates", metavar="READS2", nargs="?", help="R2 file of paired-end reads")
-    parser.add_argument("-o", "--output", metavar="OUT", help="SAM file, or BAM when it ends in .bam (default: SAM on stdout)")
+    parser.add_argument("-o", "--output", metavar="OUT", help="SAM file, or BAM when it ends in .bam, any case (default: standard output)")
+    parser.add_argument("-O", "--output-fmt", metavar="FORMAT", type=str.lower, choices=("sam", "bam"),
+                        help="sam or bam, whatever the name (default: from the name's extension; SAM on standard output)")
     add_devices_option(parser)
     parser.add_argument(
-        "-p", "--processes", type=int, metavar="N",
+        "-p", "-t", "--processes", type=integer(1, 4096), metavar="N",
         help="worker processes, each with its own device context and queue pair, devices taken in turn "
         "(default: one per CPU core but one with GPUs, where the host's work limits speed, as many as "
-        "the devices' memory holds; 1 with a CPU device)",
+        "the devices' memory holds; 1 with a CPU device); -t as bwa's and minimap2's threads",
     )
     parser.add_argument(
-        "--queues-per-device", type=int, metavar="N",
+        "--queues-per-device", type=integer(1, 64), metavar="N",
         help="command queues (and seed/Smith-Waterman thread pairs) per device in each process "
         "(default: 2 with one process, 1 in each of several)",
     )
     parser.add_argument("--end-to-end", action="store_true", help="align whole reads (default: local, with soft clipping)")
-    parser.add_argument("--min-score", type=int, metavar="S", help="report alignments scoring at least S (default: 30 local, half a perfect score end-to-end)")
+    parser.add_argument("--min-score", type=integer(-INT32, INT32), metavar="S", help="report alignments scoring at least S (default: 30 local, half a perfect score end-to-end)")
     scoring = parser.add_argument_group("scoring (BWA-MEM's defaults)")
-    scoring.add_argument("--match", type=int, default=1, metavar="A", help="match score (default 1)")
-    scoring.add_argument("--mismatch", type=int, default=4, metavar="B", help="mismatch penalty (default 4)")
-    scoring.add_argument("--gap-open", type=int, default=6, metavar="O", help="gap open penalty; a gap of k costs O + k*E (default 6)")
-    scoring.add_argument("--gap-extend", type=int, default=1, metavar="E", help="gap extension penalty (default 1)")
-    scoring.add_argument("--clip-penalty", type=int, default=5, metavar="C", help="local mode: soft clipping a read end costs C when alignments are compared, as BWA-MEM's -L (default 5)")
+    scoring.add_argument("--match", type=integer(1, 1000), default=1, metavar="A", help="match score (default 1)")
+    scoring.add_argument("--mismatch", type=integer(1, 1000), default=4, metavar="B", help="mismatch penalty (default 4)")
+    scoring.add_argument("--gap-open", type=integer(0, 1000), default=6, metavar="O", help="gap open penalty; a gap of k costs O + k*E (default 6)")
+    scoring.add_argument("--gap-extend", type=integer(0, 1000), default=1, metavar="E", help="gap extension penalty (default 1)")
+    scoring.add_argument("--clip-penalty", type=integer(0, 1000), default=5, metavar="C", help="local mode: soft clipping a read end costs C when alignments are compared, as BWA-MEM's -L (default 5)")
     seeds = parser.add_argument_group("seeds")
-    seeds.add_argument("--seed-length", type=int, default=20, metavar="L", help="exact seed length (default 20)")
-    seeds.add_argument("--positions-per-read", type=int, default=256, metavar="N", help="located seed positions per read, narrowest intervals first (default 256)")
-    seeds.add_argument("--windows-per-read", type=int, default=16, metavar="N", help="candidate windows per read given to Smith-Waterman (default 16)")
+    seeds.add_argument("--seed-length", type=integer(1, 32), default=20, metavar="L", help="exact seed length, at most 32 (default 20)")
+    seeds.add_argument("--positions-per-read", type=integer(1, 1 << 16), default=256, metavar="N", help="located seed positions per read, narrowest intervals first (default 256)")
+    seeds.add_argument("--windows-per-read", type=integer(1, 1024), default=16, metavar="N", help="candidate windows per read given to Smith-Waterman (default 16)")
     pairs = parser.add_argument_group("paired-end reads")
     pairs.add_argument("--interleaved", action="store_true", help="READS holds pairs: R1, R2, R1, R2, ... (bwa's -p)")
     pairs.add_argument(
         "-I", "--insert-size", metavar="MEAN,SD[,MAX[,MIN]]",
         help="insert-size model, as bwa's -I (default: estimated from the first 25,000 pairs; SD 10%% of MEAN, MIN..MAX MEAN -/+ 4 SD when left out)",
     )
-    pairs.add_argument("-U", "--unpaired-penalty", type=int, default=17, metavar="P", help="a pair's mates are aligned apart only when that scores P more than their best pair (default 17, bwa's -U)")
+    pairs.add_argument("-U", "--unpaired-penalty", type=integer(0, 1000), default=17, metavar="P", help="a pair's mates are aligned apart only when that scores P more than their best pair (default 17, bwa's -U)")
     output = parser.add_argument_group("output")
     output.add_argument("--no-unal", action="store_true", help="leave unaligned reads out")
     output.add_argument("--rg-id", metavar="ID", help="read group ID: an @RG header line and an RG tag on every read")
     output.add_argument("--rg", action="append", default=[], metavar="TAG:VALUE", help="more @RG fields (repeatable; needs --rg-id)")
-    parser.add_argument("--chunk-bases", type=int, default=4 << 20, metavar="N", help="bases of reads per chunk (default 4 Mi)")
+    output.add_argument("-R", "--read-group", metavar="LINE", help="the whole @RG line, as bwa's -R: '@RG\\tID:x\\tSM:y' (\\t as typed, "
+                        "or tabs); instead of --rg-id and --rg")
+    parser.add_argument("--chunk-bases", type=integer(1, 1 << 30), default=4 << 20, metavar="N", help="bases of reads per chunk (default 4 Mi)")
     parser.add_argument("--serial", action="store_true", help="debugging: no threads, one device queue")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
     return run
@@ -65,30 +69,20 @@ def run(args) -> int:
     from bowmap.align.run import run_align
     from bowmap.align.seeds import SeedOptions
     from bowmap.align.smith_waterman import Scoring
+    from bowmap.runtime.output import refuse_inputs, sam_output_format
 
-    if args.processes is not None and args.processes < 1:
-        raise UsageError("--processes must be at least 1")
-    if args.queues_per_device is not None and args.queues_per_device < 1:
-        raise UsageError("--queues-per-device must be at least 1")
-    for name in ("match", "seed_length", "positions_per_read", "windows_per_read", "chunk_bases"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.mismatch < 1:
-        raise UsageError("--mismatch must be at least 1 (MAPQ weighs mismatches against matches)")
-    for name in ("gap_open", "gap_extend", "clip_penalty"):
-        if getattr(args, name) < 0:
-            raise UsageError(f"--{name.replace('_', '-')} must not be negative")
+    output_format = sam_output_format(args.output, args.output_fmt)
+    _check_index_prefix(args.index)
+    reads_files = [("the reads file", args.reads)] + ([("the mates' reads file", args.mates)] if args.mates else [])
+    refuse_inputs({"-o": args.output}, [*reads_files, *_index_files(args.index)])
     try:
         scoring = Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend, end_to_end=args.end_to_end,
                           clip_penalty=args.clip_penalty)
     except ValueError as error:
         raise UsageError(f"scoring options: {error}") from None
-    if args.rg and not args.rg_id:
-        raise UsageError("--rg needs --rg-id")
+    read_group = _read_group(args)
     if args.interleaved and args.mates is not None:
         raise UsageError("--interleaved takes one READS file holding both mates, not two files")
-    if args.unpaired_penalty < 0:
-        raise UsageError("--unpaired-penalty must not be negative")
     paired = args.interleaved or args.mates is not None
     if args.insert_size is not None and not paired:
         raise UsageError("--insert-size is for paired-end reads (READS2 or --interleaved)")
@@ -105,6 +99,7 @@ def run(args) -> int:
         insert_size=insert_size,
         unpaired_penalty=args.unpaired_penalty,
         output=args.output,
+        output_format=output_format,
         devices=args.devices,
         queues_per_device=args.queues_per_device,
         processes=args.processes,
@@ -113,7 +108,7 @@ def run(args) -> int:
         scoring=scoring,
         min_score=args.min_score,
         write_unaligned=not args.no_unal,
-        read_group=(args.rg_id, list(args.rg)) if args.rg_id else None,
+        read_group=read_group,
         chunk_bases=args.chunk_bases,
         serial=args.serial,
         progress=not args.no_progress and sys.stderr.isatty(),
@@ -121,3 +116,84 @@ def run(args) -> int:
     )
     run_align(options)
     return 0
+
+
+def _read_group(args) -> tuple[str, list[str]] | None:
+    """(ID, ["TAG:VALUE", ...]) from --rg-id and --rg, or from -R's whole line as bwa takes it
+    (``@RG\\tID:x\\tSM:y``, the two characters backslash and t standing for a tab)."""
+    if args.read_group is not None:
+        if args.rg_id or args.rg:
+            raise UsageError("-R gives the whole @RG line: use it instead of --rg-id and --rg, not with them")
+        fields = args.read_group.replace("\\t", "\t").split("\t")
+        if fields[0] != "@RG":
+            raise UsageError(f"-R {args.read_group!r}: a read group line starts with @RG, as '@RG\\tID:x\\tSM:y'")
+        identifiers = [field[3:] for field in fields[1:] if field.startswith("ID:")]
+        if len(identifiers) != 1:
+            raise UsageError(f"-R {args.read_group!r}: needs exactly one ID:value field")
+        identifier, others = identifiers[0], [field for field in fields[1:] if not field.startswith("ID:")]
+        for field in others:
+            tag, colon, value = field.partition(":")
+            if not (len(tag) == 2 and tag.isascii() and tag[0].isalpha() and tag.isalnum() and colon and value):
+                raise UsageError(f"-R {args.read_group!r}: {field!r} is no TAG:VALUE field (a two-character tag such as SM:sample)")
+        _check_read_group_id(identifier, "-R ID")
+        return identifier, others
+    if args.rg and not args.rg_id:
+        raise UsageError("--rg needs --rg-id")
+    if args.rg_id is None:
+        return None
+    _check_read_group_id(args.rg_id, "--rg-id")
+    return args.rg_id, list(args.rg)
+
+
+def _check_read_group_id(identifier: str, what: str) -> None:
+    """An ID goes into every record's RG:Z tag: no whitespace, and no backslash-t (a bwa-style
+    line given to --rg-id would become one literal ID)."""
+    if not identifier or "\\t" in identifier or any(character.isspace() or not character.isprintable() for character in identifier):
+        hint = "; give a whole @RG line with -R" if "\\t" in identifier else ""
+        raise UsageError(f"{what} {identifier!r}: a read group ID is printable text without spaces, tabs or \\t{hint}")
+
+
+def _index_files(prefix: str) -> list[tuple[str, str]]:
+    """PREFIX's manifest and the files it names, (description, path); an output must be none of
+    them. A manifest that does not load names no files: the run fails on it anyway."""
+    import os
+
+    from bowmap.index.format import MANIFEST_SUFFIX
+    from bowmap.index.load import read_manifest
+    from bowmap.runtime.errors import BowmapError
+
+    files = [(f"the manifest of index {prefix}", prefix + MANIFEST_SUFFIX)]
+    try:
+        manifest = read_manifest(prefix)
+        entries = [manifest["files"]["pac"]] + [entry for block in manifest["blocks"] for entry in block["files"].values()]
+        folder = os.path.dirname(os.path.abspath(prefix))
+        files += [(f"a file of index {prefix}", os.path.join(folder, entry["name"])) for entry in entries]
+    except (BowmapError, KeyError, TypeError, AttributeError):
+        pass
+    return files
+
+
+def _check_index_prefix(prefix: str) -> None:
+    """A reads file given as PREFIX (the two arguments swapped, or a reference not indexed yet)
+    gets a usage error saying so, rather than a suggestion to build an index named after it."""
+    import gzip
+    import os
+
+    from bowmap.index.format import MANIFEST_SUFFIX
+
+    if os.path.exists(prefix + MANIFEST_SUFFIX) or not os.path.isfile(prefix):
+        return
+    try:
+        with open(prefix, "rb") as handle:
+            start = handle.read(2)
+        with gzip.open(prefix, "rb") if start == b"\x1f\x8b" else open(prefix, "rb") as handle:
+            first = handle.read(4096).lstrip()[:1]
+    except (OSError, EOFError):
+        return
+    if first == b"@":
+        raise UsageError(f"{prefix}: a FASTQ file given as PREFIX; usage: bowmap align PREFIX READS (are the two swapped?)")
+    if first == b">":
+        raise UsageError(
+            f"{prefix}: a FASTA file given as PREFIX; index it first (bowmap index {prefix} PREFIX), "
+            "then bowmap align PREFIX READS (or are the two swapped?)"
+        )

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import logging
-import os
-import sys
-import tempfile
 import time
 
-from bowmap.commands.options import add_devices_option
+from bowmap.commands.options import add_devices_option, integer
 from bowmap.runtime.errors import BowmapError, UsageError
 
 log = logging.getLogger("bowmap.modules.asm.kernels")
@@ -32,25 +29,21 @@ def add_parser(subparsers):
         help="dp: anti-diagonal DP (Man, Nakano, Ito); bitvector: Myers' bit-vector DP (default dp)",
     )
     parser.add_argument(
-        "--pieces", type=int, metavar="D",
+        "--pieces", type=integer(1, 1 << 20), metavar="D",
         help="overlapping pieces the text is cut into, one pipeline each (default: from the device's compute units)",
     )
     parser.add_argument("--all", action="store_true", help="list every end position with distance <= --max-dist")
-    parser.add_argument("--max-dist", type=int, metavar="K", help="largest distance --all lists (required with --all)")
+    parser.add_argument("--max-dist", type=integer(0, 1 << 30), metavar="K", help="largest distance --all lists (required with --all)")
     parser.add_argument("-o", "--output", metavar="OUT", help="output file (default: standard output)")
     add_devices_option(parser)
     return run
 
 
 def _check_options(args) -> None:
-    if args.pieces is not None and args.pieces < 1:
-        raise UsageError(f"--pieces {args.pieces}: must be at least 1")
     if args.all and args.max_dist is None:
         raise UsageError("--all needs --max-dist K")
     if args.max_dist is not None and not args.all:
         raise UsageError("--max-dist only applies with --all")
-    if args.max_dist is not None and args.max_dist < 0:
-        raise UsageError(f"--max-dist {args.max_dist}: must be at least 0")
 
 
 def _hit_lines(prefix: str, ends, distances) -> str:
@@ -63,37 +56,15 @@ def _hit_lines(prefix: str, ends, distances) -> str:
     return prefix + ("\n" + prefix).join(fields.tolist()) + "\n"
 
 
-def _write(path: str | None, chunks) -> None:
-    """Write to stdout, or to a temporary file beside ``path`` renamed into place on success."""
-    if path is None:
-        for chunk in chunks:
-            sys.stdout.write(chunk)
-        sys.stdout.flush()
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=".asm-", dir=folder)
-    except OSError as error:
-        raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
-    try:
-        with os.fdopen(handle, "w") as output:
-            for chunk in chunks:
-                output.write(chunk)
-        os.replace(temporary, path)
-    except OSError as error:
-        os.unlink(temporary)
-        raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
 def run(args) -> int:
     _check_options(args)
+
     from bowmap.modules.asm.kernels import ApproximateMatcher, approximate_match, distance_slices
     from bowmap.runtime.devices import open_devices
     from bowmap.runtime.fasta import read_fasta
+    from bowmap.runtime.output import OutputFile, refuse_inputs
 
+    refuse_inputs({"-o": args.output}, {"the patterns X.fa": args.patterns, "the texts Y.fa": args.texts})
     patterns = read_fasta(args.patterns)
     texts = read_fasta(args.texts)
     device = open_devices(args.devices)[0]
@@ -126,5 +97,7 @@ def run(args) -> int:
                 len(patterns), text.name, len(text.sequence), args.method, time.perf_counter() - started,
             )
 
-    _write(args.output, chunks())
+    with OutputFile(args.output) as output:  # "-" or none: standard output
+        for chunk in chunks():
+            output.write(chunk)
     return 0

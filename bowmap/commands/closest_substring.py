@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import logging
-import os
-import sys
-import tempfile
 import time
 
-from bowmap.commands.options import add_devices_option
+from bowmap.commands.options import add_devices_option, integer
 from bowmap.runtime.errors import BowmapError, UsageError
 
 log = logging.getLogger("bowmap")
@@ -26,8 +23,8 @@ def add_parser(subparsers):
         "is the answer). --exact also searches every DNA centre for the true optimum. Positions printed are 1-based.",
     )
     parser.add_argument("sequences", metavar="SEQS.fa[.gz]", help="FASTA with at least 2 records; the first gives the pitches")
-    parser.add_argument("-L", "--length", type=int, required=True, metavar="L", help="centre (window) length")
-    parser.add_argument("-d", "--max-distance", type=int, required=True, metavar="D", help="maximum Hamming distance")
+    parser.add_argument("-L", "--length", type=integer(1, 1 << 20), required=True, metavar="L", help="centre (window) length")
+    parser.add_argument("-d", "--max-distance", type=integer(0, 1 << 20), required=True, metavar="D", help="maximum Hamming distance")
     parser.add_argument("--method", choices=METHODS, default="s-gpu",
                         help="s-gpu: a work-group per pitch (default, fastest); pp-gpu: a work-group per pitch and "
                         "sequence; sequential: the CPU reference")
@@ -130,46 +127,25 @@ def format_text(result, names, sequences) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_output(path: str | None, text: str) -> None:
-    """To stdout, or to ``path`` through a temporary file in the same folder renamed on success."""
-    if path is None or path == "-":
-        sys.stdout.write(text)
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        handle = tempfile.NamedTemporaryFile("w", dir=folder, prefix=".closest-substring.", suffix=".tmp", delete=False)
-    except OSError as error:
-        raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
-    try:
-        with handle:
-            handle.write(text)
-        os.replace(handle.name, path)
-    except OSError as error:
-        os.unlink(handle.name)
-        raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
-
-
 def run(args) -> int:
     from bowmap.modules.closest_substring.kernels import closest_substring
+    from bowmap.runtime.output import OutputFile, refuse_inputs
 
-    if args.length < 1:
-        raise UsageError(f"-L {args.length}: must be at least 1")
-    if args.max_distance < 0:
-        raise UsageError(f"-d {args.max_distance}: must not be negative")
     if args.exact and args.alphabet != "dna":
         raise UsageError("--exact needs --alphabet dna")
     if args.exact and args.length > MAX_EXACT_LENGTH:
         raise UsageError(f"--exact takes -L of at most {MAX_EXACT_LENGTH} (4^L centres), got {args.length}")
-    started = time.perf_counter()
-    names, sequences = read_sequences(args.sequences, args.length, args.alphabet)
-    device = None
-    if args.method != "sequential" or args.exact:
-        from bowmap.runtime.devices import open_devices
+    refuse_inputs({"-o": args.output}, {"the input SEQS.fa": args.sequences})
+    with OutputFile(args.output) as output:  # opened first: an unwritable output fails before the work
+        started = time.perf_counter()
+        names, sequences = read_sequences(args.sequences, args.length, args.alphabet)
+        device = None
+        if args.method != "sequential" or args.exact:
+            from bowmap.runtime.devices import open_devices
 
-        device = open_devices(args.devices)[0]
-    result = closest_substring(sequences, args.length, args.max_distance, args.alphabet, args.method, args.exact, device, names)
-    text = format_tsv(result, names) if args.format == "tsv" else format_text(result, names, sequences)
-    write_output(args.output, text)
+            device = open_devices(args.devices)[0]
+        result = closest_substring(sequences, args.length, args.max_distance, args.alphabet, args.method, args.exact, device, names)
+        output.write(format_tsv(result, names) if args.format == "tsv" else format_text(result, names, sequences))
     where = f" on {device.info.name}" if device is not None else ""
     log.info(
         f"closest-substring: {len(names)} sequences, L={args.length}, d={args.max_distance}, method {args.method}"

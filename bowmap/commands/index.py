@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from bowmap.commands.options import add_devices_option
+from bowmap.commands.options import add_devices_option, integer
 from bowmap.index.format import DEFAULT_MAX_READ_LENGTH, DEFAULT_SA_SAMPLE
-from bowmap.runtime.errors import UsageError
 
 
 def add_parser(subparsers):
@@ -26,14 +25,14 @@ def add_parser(subparsers):
     )
     index.add_argument(
         "--sa-sample",
-        type=int,
+        type=integer(1, 1 << 16),
         default=DEFAULT_SA_SAMPLE,
         metavar="N",
         help=f"keep the suffix array at every N-th text position: a locate takes under N steps (default {DEFAULT_SA_SAMPLE})",
     )
     index.add_argument(
         "--max-read-length",
-        type=int,
+        type=integer(1, 1 << 20),
         default=DEFAULT_MAX_READ_LENGTH,
         metavar="N",
         help=f"longest read the index must serve; blocks overlap by N + 256 bases (default {DEFAULT_MAX_READ_LENGTH})",
@@ -46,11 +45,10 @@ def add_parser(subparsers):
 def run(args) -> int:
     from bowmap.index_builder.build import IndexOptions, build_index
     from bowmap.runtime.devices import parse_memory
+    from bowmap.runtime.output import refuse_inputs
 
-    if args.sa_sample < 1:
-        raise UsageError(f"--sa-sample {args.sa_sample}: must be at least 1")
-    if args.max_read_length < 1:
-        raise UsageError(f"--max-read-length {args.max_read_length}: must be at least 1")
+    refuse_inputs(_index_outputs(args.prefix), {"the reference": args.reference})
+
     device_memory = max_allocation = None
     if args.device_mem is not None:
         device_memory = parse_memory(args.device_mem)
@@ -68,3 +66,16 @@ def run(args) -> int:
     )
     build_index(options)
     return 0
+
+
+def _index_outputs(prefix: str) -> list[tuple[str, str]]:
+    """The files an index at PREFIX replaces: its manifest, packed text and the block files of
+    an index there now (the new one's block count is not known before the build)."""
+    import glob
+    import re
+
+    from bowmap.index.format import MANIFEST_SUFFIX
+
+    paths = [prefix + MANIFEST_SUFFIX, prefix + ".pac"]
+    paths += [path for path in glob.glob(glob.escape(prefix) + ".*") if re.fullmatch(r"\.\d+\.(occ|mrk|sa)", path[len(prefix):])]
+    return [("PREFIX", path) for path in paths]

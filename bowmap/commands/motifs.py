@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import sys
-import tempfile
 import time
 
-from bowmap.commands.options import add_devices_option
-from bowmap.runtime.errors import BowmapError, UsageError
+from bowmap.commands.options import add_devices_option, integer, real
+from bowmap.runtime.errors import UsageError
 
 log = logging.getLogger("bowmap.modules.motifs.kernels")
 
@@ -31,8 +28,8 @@ def add_parser(subparsers):
     )
     parser.add_argument("regions", metavar="REGIONS.fa[.gz]")
     parser.add_argument("-o", "--output", metavar="EDGES.tsv", default="-", help="edge list (default: stdout)")
-    parser.add_argument("-k", type=int, default=12, help="k-mer length, 1..20 (default 12)")
-    parser.add_argument("-d", "--distance", type=int, default=1, help="largest Hamming distance class (default 1)")
+    parser.add_argument("-k", type=integer(1, 20), default=12, help="k-mer length, 1..20 (default 12)")
+    parser.add_argument("-d", "--distance", type=integer(0, 20), default=1, help="largest Hamming distance class (default 1)")
     parser.add_argument(
         "--strands", choices=("forward", "reverse", "both"), default="forward",
         help="compare each record as given, its reverse complement, or both as two regions "
@@ -42,7 +39,7 @@ def add_parser(subparsers):
         "--weights", metavar="W0,W1,..", help="weight of S_0..S_d in the edge weight (default 1,1/2,1/4,...)"
     )
     parser.add_argument(
-        "--min-weight", type=float, default=0.0, metavar="W", help="write only edges of weight above W (default 0)"
+        "--min-weight", type=real(-1e300, 1e300), default=0.0, metavar="W", help="write only edges of weight above W (default 0)"
     )
     parser.add_argument("--dense", metavar="MATRIX.npy", help="also write the n x n weight matrix (float64)")
     parser.add_argument(
@@ -50,8 +47,8 @@ def add_parser(subparsers):
         help="k-mer keys: 32 (2 bits a base, k <= 15) or 64 (3 bits a base, k <= 20); auto: 32 when k <= 15",
     )
     parser.add_argument("--hash", choices=("djb2", "universal", "xor"), default="djb2", help="bucket hash (default djb2)")
-    parser.add_argument("--buckets", type=int, default=8, metavar="B", help="buckets per sub-table (default 8)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the universal hash's parameters (default 0)")
+    parser.add_argument("--buckets", type=integer(1, 1 << 16), default=8, metavar="B", help="buckets per sub-table (default 8)")
+    parser.add_argument("--seed", type=integer(0, (1 << 63) - 1), default=0, help="seed of the universal hash's parameters (default 0)")
     parser.add_argument("--kernel", choices=KERNEL_CHOICES, default="auto", help="comparison kernel (default auto: the fastest on a trial slice when there are "
         "2,000,000 pairs or more, else thread-to-pair)")
     add_devices_option(parser)
@@ -61,8 +58,6 @@ def add_parser(subparsers):
 def _options(args):
     from bowmap.modules.motifs.kernels import TableOptions
 
-    if not 1 <= args.k <= 20:
-        raise UsageError(f"-k {args.k}: must be 1..20")
     if args.distance < 0 or args.distance > args.k:
         raise UsageError(f"-d {args.distance}: must be 0..k")
     configurations = sum(math.comb(args.k, delta) for delta in range(args.distance + 1))
@@ -71,8 +66,6 @@ def _options(args):
     encoding = args.encoding if args.encoding != "auto" else ("32" if args.k <= 15 else "64")
     if encoding == "32" and args.k > 15:
         raise UsageError(f"--encoding 32 holds k <= 15, not {args.k}; use --encoding 64")
-    if not 1 <= args.buckets <= 1 << 16:
-        raise UsageError(f"--buckets {args.buckets}: must be 1..65536")
     return TableOptions(args.k, args.distance, encoding, args.hash, args.buckets, args.seed)
 
 
@@ -119,15 +112,6 @@ def read_regions(path: str, strands: str):
     return names, regions
 
 
-def _temporary_beside(path: str, suffix: str):
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=suffix, dir=folder)
-    except OSError as error:
-        raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
-    return os.fdopen(handle, "wb"), temporary
-
-
 def write_edges(handle, names, scores, weights, min_weight: float) -> int:
     """TSV lines ``gene_i gene_j S_0 .. S_d weight`` of the pairs whose weight is above
     ``min_weight``, in packed pair order; returns the number of edges."""
@@ -158,6 +142,33 @@ def write_edges(handle, names, scores, weights, min_weight: float) -> int:
 
 
 def run(args) -> int:
+    from bowmap.runtime.output import OutputFile, refuse_inputs
+
+    options = _options(args)
+    weights = _weights(args.weights, args.distance)
+    refuse_inputs({"-o": args.output, "--dense": args.dense}, {"the input REGIONS.fa": args.regions})
+    # Both outputs are opened first (an unwritable one fails before the work), written under
+    # temporary names and renamed only when both are complete: a failure leaves neither looking finished.
+    edges_output = OutputFile(args.output)
+    try:
+        dense_output = OutputFile(args.dense) if args.dense else None
+    except BaseException:
+        edges_output.close(success=False)
+        raise
+    outputs = [output for output in (edges_output, dense_output) if output is not None]
+    try:
+        _compare_and_write(args, options, weights, edges_output, dense_output)
+        for output in outputs:
+            output.finish()
+        for output in outputs:
+            output.commit()
+    finally:
+        for output in outputs:
+            output.close(success=False)  # after commit: nothing left to do
+    return 0
+
+
+def _compare_and_write(args, options, weights, edges_output, dense_output) -> int:
     import numpy as np
 
     from bowmap.modules.motifs.kernels import (
@@ -167,9 +178,6 @@ def run(args) -> int:
         pipelined_scores,
     )
     from bowmap.runtime.devices import open_devices
-
-    options = _options(args)
-    weights = _weights(args.weights, args.distance)
 
     started = time.perf_counter()
     names, regions = read_regions(args.regions, args.strands)
@@ -187,33 +195,8 @@ def run(args) -> int:
     )
 
     started = time.perf_counter()
-    # Both files are written under temporary names first and renamed only when both are
-    # complete, so a failure leaves neither looking finished.
-    finished = []
-    try:
-        if args.dense:
-            handle, temporary = _temporary_beside(args.dense, ".npy")
-            finished.append((temporary, args.dense))
-            with handle:
-                np.save(handle, dense_matrix(edge_weights(scores, weights), len(names)))
-        if args.output == "-":
-            edges = write_edges(sys.stdout.buffer, names, scores, weights, args.min_weight)
-            sys.stdout.flush()
-        else:
-            handle, temporary = _temporary_beside(args.output, ".tsv")
-            finished.append((temporary, args.output))
-            with handle:
-                edges = write_edges(handle, names, scores, weights, args.min_weight)
-        for temporary, path in finished:
-            try:
-                os.replace(temporary, path)
-            except OSError as error:
-                raise BowmapError(f"{path}: cannot write ({error.strerror})") from None
-    except OSError as error:
-        raise BowmapError(f"{finished[-1][1] if finished else args.output}: cannot write ({error.strerror})") from None
-    finally:
-        for temporary, _ in finished:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
+    if dense_output is not None:
+        np.save(dense_output, dense_matrix(edge_weights(scores, weights), len(names)))
+    edges = write_edges(edges_output, names, scores, weights, args.min_weight)
     log.info("wrote %d edges of weight above %g in %.2f s", edges, args.min_weight, time.perf_counter() - started)
-    return 0
+    return edges

@@ -2,21 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-
-from bowmap.commands.options import add_devices_option
+from bowmap.commands.options import add_devices_option, integer
 
 HEADER = "#start\tend\tlength\tprimer\t(1-based inclusive coordinates in {name}; k={k})\n"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 def add_parser(subparsers):
@@ -31,7 +19,7 @@ def add_parser(subparsers):
     )
     primers.add_argument("alpha", metavar="ALPHA.fa", help="the sequence to take primers from (FASTA, optionally gzipped)")
     primers.add_argument("beta", metavar="BETA.fa", help="the sequence primers must not match (FASTA, optionally gzipped)")
-    primers.add_argument("-k", type=_positive, required=True, metavar="K", help="differences required (at least 1)")
+    primers.add_argument("-k", type=integer(1, 1 << 30), required=True, metavar="K", help="differences required (at least 1)")
     primers.add_argument("-o", "--output", metavar="OUT.tsv", help="output file (default: standard output)")
     primers.add_argument(
         "--concat",
@@ -83,23 +71,26 @@ def _read_sequence(path: str, concat: bool):
 
 def run(args) -> int:
     import logging
-    import os
-    import sys
-    import tempfile
-    import time
 
-    import numpy as np
-
-    from bowmap.modules.primers.kernels import PrimerOptions, PrimerSearch, check_options, solutions
-    from bowmap.runtime.errors import BowmapError
+    from bowmap.modules.primers.kernels import PrimerOptions, check_options
+    from bowmap.runtime.output import OutputFile, refuse_inputs
 
     log = logging.getLogger("bowmap.modules.primers.kernels")
     options = PrimerOptions(k=args.k, method=args.method, parallelism=args.parallelism)
     check_options(options)
-    if args.output not in (None, "-"):
-        folder = os.path.dirname(os.path.abspath(args.output))
-        if not os.path.isdir(folder):
-            raise BowmapError(f"{args.output}: cannot write: no folder {folder}")
+    refuse_inputs({"-o": args.output}, {"the input ALPHA.fa": args.alpha, "the input BETA.fa": args.beta})
+    with OutputFile(args.output) as output:  # opened first: an unwritable output fails before the work
+        _find_and_write(args, options, output, log)
+    return 0
+
+
+def _find_and_write(args, options, output, log) -> None:
+    import time
+
+    import numpy as np
+
+    from bowmap.modules.primers.kernels import PrimerSearch, solutions
+
     alpha_name, alpha = _read_sequence(args.alpha, args.concat)
     _, beta = _read_sequence(args.beta, args.concat)
     started = time.perf_counter()
@@ -127,25 +118,4 @@ def run(args) -> int:
         f"{start + 1}\t{end}\t{end - start}\t{text[start:end].tobytes().decode()}\n"
         for start, end in zip(starts.tolist(), ends.tolist())
     )
-    if args.output is None or args.output == "-":
-        sys.stdout.write("".join(lines))
-        return 0
-    folder = os.path.dirname(os.path.abspath(args.output))
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=".primers.", suffix=".partial", dir=folder)
-    except OSError as error:
-        raise BowmapError(f"{args.output}: cannot write in {folder} ({error.strerror})") from None
-    try:
-        with os.fdopen(handle, "w") as output:
-            output.writelines(lines)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; give it a normal file's mode
-        os.replace(temporary, args.output)
-    except OSError as error:
-        os.unlink(temporary)
-        raise BowmapError(f"{args.output}: cannot write ({error.strerror})") from None
-    except BaseException:
-        os.unlink(temporary)
-        raise
-    return 0
+    output.write("".join(lines))

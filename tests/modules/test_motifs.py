@@ -249,11 +249,11 @@ def test_command_writes_edges_and_dense_matrix(tmp_path, capsys):
     [
         (">a\nACGTX\n>b\nACGT\n", [], 1, "up.fa:2: invalid character 'X' in record 'a'"),
         (">a\nACGT\n>a\nACGT\n", [], 1, "duplicate record name"),
-        (">a\nACGT\n", ["-k", "21"], 2, "-k 21"),
+        (">a\nACGT\n", ["-k", "21"], 2, "-k: 21 is out of range"),
         (">a\nACGT\n", ["-k", "16", "--encoding", "32"], 2, "--encoding 32"),
         (">a\nACGT\n", ["--weights", "1,2,3"], 2, "expected 2 weights"),
         (">a\nACGT\n", ["--weights", "1,x"], 2, "numbers separated by commas"),
-        (">a\nACGT\n", ["--buckets", "0"], 2, "--buckets 0"),
+        (">a\nACGT\n", ["--buckets", "0"], 2, "--buckets: 0 is out of range"),
     ],
 )
 def test_bad_input_gives_one_line(tmp_path, capsys, content, argv, exit_code, needle):
