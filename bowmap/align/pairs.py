@@ -202,11 +202,11 @@ def _candidates(scored: Scored, extender: Extender, penalty: int) -> Placed:
 def _combinations(placed: Placed) -> tuple[np.ndarray, np.ndarray]:
     """Every (R1 candidate, R2 candidate) of each pair, as indexes into ``placed``."""
     pair = placed.read // 2
-    ones, twos = np.flatnonzero(placed.read % 2 == 0), np.flatnonzero(placed.read % 2 == 1)
+    order = np.argsort(placed.read, kind="stable")
+    ones, twos = order[placed.read[order] % 2 == 0], order[placed.read[order] % 2 == 1]
     pairs = int(pair.max(initial=-1)) + 1
     twos_per_pair = np.bincount(pair[twos], minlength=pairs)
     twos_start = np.concatenate(([0], np.cumsum(twos_per_pair)))[:-1]
-    # twos sorted by pair: placed rows are sorted by read, so they are
     repeats = twos_per_pair[pair[ones]]
     a = np.repeat(ones, repeats)
     b = twos[segment_ranges(twos_start[pair[ones]], repeats)]
