@@ -138,7 +138,7 @@ def run_align(options: AlignOptions) -> dict:
                 worker = workers[0]
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
-                starter = ProcessWorker(options, scoring, device_infos, options.queues_per_device or 1)
+                starter = ProcessWorker(options, scoring, device_infos, options.queues_per_device or 1, index.identity)
                 run_processes(chunks, starter, write, processes)
             else:
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)

@@ -70,13 +70,16 @@ class ProcessWorker:
     Process ``rank`` maps with device ``devices[rank % len(devices)]`` (DeviceInfo), its own
     context, copy of the index blocks on the device and ``queues_per_device`` queue pairs (one:
     chunks mapped one after the other; more: in threads, as in one process); the index files
-    are mapped, not read, so the processes share their pages (the parent checked them already)."""
+    are mapped, not read, so the processes share their pages (the parent checked them already).
+    ``identity`` (:class:`bowmap.index.load.IndexIdentity`) is the index the parent checked: the
+    worker maps exactly those files or fails (an index rebuilt at the prefix during the run)."""
 
-    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int):
+    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int, identity=None):
         self.options = options
         self.scoring = scoring
         self.devices = devices
         self.queues = queues
+        self.identity = identity
 
     def __call__(self, rank: int):
         from bowmap.align.pipeline import start_gate
@@ -84,7 +87,7 @@ class ProcessWorker:
         from bowmap.index.load import load_index
         from bowmap.runtime.devices import context_for_info
 
-        index = load_index(self.options.index, verify=False)
+        index = load_index(self.options.index, verify=False, identity=self.identity)
         with start_gate():
             device = context_for_info(self.devices[rank % len(self.devices)])
         workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)

@@ -282,6 +282,34 @@ def test_a_corrupted_index_stops_the_run_before_any_output(tmp_path, capsys, pro
     assert code == 1 and "corrupted" in err and stdout == ""
 
 
+def test_an_index_rebuilt_at_the_prefix_during_a_run_stops_the_worker_processes(tmp_path, capsys, monkeypatch):
+    """The parent loads and checks one index; if the prefix is rebuilt (here: the reverse
+    complement, same length) before the workers map it, they must refuse the new files, not
+    write records of one genome under a header naming another."""
+    import itertools
+
+    from bowmap.align import pipeline
+
+    prefix = tmp_path / "lambda"
+    assert main(["-q", "index", str(LAMBDA), str(prefix)]) == 0
+    sequence = "".join(line.strip() for line in LAMBDA.read_text().splitlines() if not line.startswith(">"))
+    reverse = sequence[::-1].translate(str.maketrans("ACGTacgt", "TGCAtgca"))
+    (tmp_path / "rc.fa").write_text(">lambda_rc\n" + reverse + "\n")
+    real = pipeline.run_processes
+
+    def rebuild_then_run(chunks, *args, **kwargs):
+        first = next(chunks)  # the parent has loaded and checked the index once a chunk is out
+        assert main(["-q", "index", str(tmp_path / "rc.fa"), str(prefix)]) == 0
+        return real(itertools.chain([first], chunks), *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "run_processes", rebuild_then_run)
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", prefix, READS, "-o", out, "--devices", "cpu", "-p", "2", "--chunk-bases", "50000")
+    assert code == 1 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith(f"bowmap: error: {prefix}.pac: index file changed since this run checked")
+    assert not out.exists()
+
+
 def test_default_processes_follow_cores_and_device_memory(monkeypatch):
     from types import SimpleNamespace
 

@@ -20,7 +20,7 @@ from bowmap.index.format import (
     ROWS_PER_GROUP,
     unpack_2bit,
 )
-from bowmap.index.load import load_index
+from bowmap.index.load import load_index, verify_index
 from bowmap.runtime.errors import BowmapError, UsageError
 
 
@@ -131,6 +131,54 @@ def test_load_refuses_a_damaged_index(small_index, damage, message):
     damage(small_index)
     with pytest.raises(BowmapError, match=message):
         load_index(small_index)
+
+
+def set_contig(field, value, contig=0):
+    return lambda manifest: manifest["contigs"][contig].update({field: value})
+
+
+def add_contig(manifest):
+    manifest["contigs"].append({"name": "extra", "start": 3000, "length": 10})
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (set_contig("length", 5000), "contig lengths sum to 5000 bases, the index holds 3000"),
+        (set_contig("length", 0), "has length < 1"),
+        (set_contig("start", 7), "starts at 7"),
+        (add_contig, "sum to 3010"),
+        (set_contig("name", "two words"), "'two words' is not a valid SAM reference name"),
+        (set_contig("name", "*"), "not a valid SAM reference name"),
+        (set_contig("name", 12), "12 is not a valid SAM reference name"),
+        (set_contig("length", 1e30), "damaged manifest"),
+        (lambda manifest: manifest.update(contigs=[]), "no contigs"),
+        (lambda manifest: manifest["blocks"][1].update(start=2990), "block 1 lies outside"),
+        (lambda manifest: manifest["ambiguous"].update(starts=[2999], lengths=[5]), "ambiguous runs"),
+    ],
+)
+def test_load_checks_the_manifest_contigs_and_names_the_manifest(small_index, change, message):
+    """A wrong contig length reached the SAM header (LN) unchecked; every error names the manifest."""
+    edit_manifest(small_index, change)
+    with pytest.raises(BowmapError) as caught:
+        load_index(small_index)
+    assert str(caught.value).startswith(small_index + MANIFEST_SUFFIX + ": damaged manifest")
+    assert message in str(caught.value)
+
+
+def test_a_worker_loading_with_the_checked_identity_refuses_a_rebuilt_index(small_index, tmp_path):
+    """What a worker process of `align` does: it maps exactly the files its run checked."""
+    checked = load_index(small_index)
+    again = load_index(small_index, verify=False, identity=checked.identity)  # the same files: fine
+    assert again.contig_names == ["chr"] and again.manifest == checked.manifest
+    fasta = write_fasta(tmp_path / "new.fa", [("other", "ACGT" * 750)])
+    build_index(IndexOptions(reference=fasta, prefix=small_index, device_memory=4_000, max_allocation=1_000, max_read_length=64))
+    with pytest.raises(BowmapError, match=r"ref\.pac: index file changed since this run checked the index"):
+        load_index(small_index, verify=False, identity=checked.identity)
+    # The parent's own checksum pass hashes the files it mapped, not the new ones.
+    with pytest.raises(BowmapError, match="changed since"):
+        verify_index(checked)
+    assert load_index(small_index).contig_names == ["other"]
 
 
 def test_load_detects_a_flipped_byte(small_index):
