@@ -32,7 +32,7 @@ from bowmap.index.format import (
     SEAM_MARGIN,
     pack_2bit,
 )
-from bowmap.runtime.errors import BowmapError
+from bowmap.runtime.errors import BowmapError, UsageError
 
 log = logging.getLogger("bowmap.index.load")
 
@@ -93,6 +93,18 @@ def _write_array(folder: str, name: str, array: np.ndarray) -> dict:
     return {"name": name, "bytes": int(array.nbytes), "sha256": hashlib.sha256(memoryview(array).cast("B")).hexdigest()}
 
 
+def check_prefix(prefix: str) -> None:
+    """Refuse a PREFIX with no file name of its own (``a/``, ``a/.``, ``..``): its manifest would
+    be ``a/.bmi`` while its data files took the folder's name, and two such indexes would share
+    files. bwa and bowtie2 write hidden files (``a/.bwt``, ``a/.1.bt2``) there, which ``ls`` and
+    ``rm a/*`` skip: a usage error that shows the intended form is clearer."""
+    if os.path.basename(prefix) in ("", ".", ".."):
+        raise UsageError(
+            f"PREFIX {prefix!r} names a folder, not a file prefix: the index is written as PREFIX.bmi, "
+            f"PREFIX.pac, ...; give a name inside it, e.g. {os.path.join(prefix, 'ref')}"
+        )
+
+
 def _make_workspace(prefix: str) -> str:
     folder = os.path.dirname(os.path.abspath(prefix))
     if not os.path.isdir(folder):
@@ -142,6 +154,7 @@ def build_index(options: IndexOptions) -> dict:
     from tqdm import tqdm
 
     started = time.perf_counter()
+    check_prefix(options.prefix)
     workspace = _make_workspace(options.prefix)
     try:
         with _Phase("read reference") as phase:

@@ -262,3 +262,19 @@ def test_spans_equal_the_per_base_lookup_on_random_spans(tmp_path):
     positions = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)]).astype(np.int64)
     assert np.array_equal(index.spans(starts, lengths), index.codes_at(positions))
     assert index.spans(np.array([total - 1]), np.array([1])).tolist() == index.codes_at(np.array([total - 1])).tolist()
+
+
+@pytest.mark.parametrize("suffix", ["/", "/.", "/..", "//"])
+def test_a_prefix_naming_a_folder_is_a_usage_error_and_writes_nothing(tmp_path, capsys, suffix):
+    """`index REF a/` wrote the manifest as a/.bmi and the data files as hidden files beside a/:
+    a second index at b/ replaced the first one's data."""
+    from bowmap.cli import main
+
+    fasta = write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCA" * 50)])
+    (tmp_path / "a").mkdir()
+    before = sorted(os.listdir(tmp_path))
+    prefix = str(tmp_path / "a") + suffix
+    assert main(["index", fasta, prefix]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bowmap: error: PREFIX {prefix!r} names a folder"), err
+    assert sorted(os.listdir(tmp_path)) == before and os.listdir(tmp_path / "a") == []
