@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -187,8 +188,27 @@ def test_a_failing_worker_stops_the_run_and_leaves_no_output(indexes, tmp_path, 
 
     monkeypatch.setattr(workers, "extend_chunk", fail)
     out = tmp_path / "out.sam"
-    with pytest.raises(RuntimeError):
-        main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--chunk-bases", "5000"])
+    # One process on the CPU device: the failure patched into this process is the run's (with
+    # GPUs the default is worker processes, which this patch does not reach; see below).
+    with pytest.raises(RuntimeError, match="simulated kernel failure"):
+        main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--chunk-bases", "5000", "--devices", "cpu", "-p", "1"])
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_a_failure_inside_a_worker_process_stops_the_run_and_leaves_no_output(indexes, tmp_path, monkeypatch):
+    """The fault is injected into the spawned worker processes (the aligner's own starter, its
+    extend stage failing: tests/process_workers.FailingAligner), not into this process."""
+    import process_workers
+
+    from bowmap.align import run as align_run
+
+    real = align_run.ProcessWorker
+    monkeypatch.setattr(align_run, "ProcessWorker", lambda *args, **kwargs: process_workers.FailingAligner(real(*args, **kwargs)))
+    out = tmp_path / "out.sam"
+    with pytest.raises(RuntimeError, match=r"simulated kernel failure in process (\d+)") as caught:
+        main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--chunk-bases", "5000", "--devices", "cpu", "-p", "2"])
+    failed_in = int(re.search(r"simulated kernel failure in process (\d+)", str(caught.value)).group(1))
+    assert failed_in != os.getpid()  # it really was a worker process
     assert not out.exists() and os.listdir(tmp_path) == []
 
 
