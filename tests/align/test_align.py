@@ -351,6 +351,22 @@ def test_default_processes_follow_cores_and_device_memory(monkeypatch):
     assert align.default_processes([cpu], chunks=8) == 1
 
 
+def test_processes_asked_for_are_capped_by_the_cores_and_the_chunks(indexes, tmp_path, capsys, monkeypatch):
+    """`-p 1000` for a small input started 1000 worker processes."""
+    from bowmap.align import workers as align
+
+    monkeypatch.setattr(align.os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
+    assert align.capped_processes(1000, None) == 8  # two a core
+    assert align.capped_processes(1000, 3) == 3  # one a chunk
+    assert align.capped_processes(5, 40) == 5 and align.capped_processes(1, None) == 1
+    plain = tmp_path / "reads.fq"
+    plain.write_bytes(b"".join(gzip.decompress(READS.read_bytes()).splitlines(keepends=True)[: 4 * 130]))  # 2 chunks of 10,000 bases
+    code, _, err = run(capsys, "align", indexes[0], plain, "-o", tmp_path / "out.sam", "--devices", "cpu", "-p", "1000",
+                       "--chunk-bases", "10000")
+    assert code == 0, err
+    assert "-p 1000: 2 worker process(es), at most 2 a CPU core and one a chunk of the input (at most 2)" in err
+
+
 def test_chunk_bound_never_undercounts_an_uncompressed_input(tmp_path):
     from bowmap.align.reads import chunk_bound, input_chunks
 
