@@ -131,7 +131,18 @@ def _install(workspace: str, prefix: str, manifest: dict) -> None:
 GUARANTEED_MEMORY = 128 << 20
 
 
-def _device_limits(options: IndexOptions, total: int) -> tuple[int, int]:
+def _selected_devices(spec: str | None) -> list:
+    """The devices ``--devices`` names, checked as `align` checks them (a usage error for
+    ``foo`` or ``99``), before any work; None when it was not given (no device query)."""
+    if spec is None:
+        return None
+    from bowmap.runtime.devices import list_devices, parse_device_spec
+
+    # Only the devices' memory matters here: no kernel is built, so no build probe.
+    return parse_device_spec(spec, list_devices(), builds=lambda info: True)
+
+
+def _device_limits(options: IndexOptions, total: int, selected: list | None = None) -> tuple[int, int]:
     """(device memory, largest allocation) to size blocks by, in bytes."""
     if options.device_memory is not None:
         return options.device_memory, options.max_allocation or options.device_memory // 4
@@ -140,10 +151,10 @@ def _device_limits(options: IndexOptions, total: int) -> tuple[int, int]:
         # OpenCL driver (PoCL brings LLVM) would cost more memory than indexing a small genome.
         log.info("the whole index fits any OpenCL device: one block, no device query")
         return GUARANTEED_MEMORY, GUARANTEED_MEMORY
-    from bowmap.runtime.devices import list_devices, parse_device_spec
+    if selected is None:
+        from bowmap.runtime.devices import list_devices, parse_device_spec
 
-    # Only the devices' memory matters here: no kernel is built, so no build probe.
-    selected = parse_device_spec(options.devices, list_devices(), builds=lambda info: True)
+        selected = parse_device_spec(None, list_devices(), builds=lambda info: True)
     smallest = min(selected, key=lambda info: info.global_memory)
     log.info("sizing blocks for %s (%d bytes of global memory)", smallest.name, smallest.global_memory)
     return smallest.global_memory, smallest.max_allocation
@@ -155,6 +166,7 @@ def build_index(options: IndexOptions) -> dict:
 
     started = time.perf_counter()
     check_prefix(options.prefix)
+    selected = _selected_devices(options.devices)
     workspace = _make_workspace(options.prefix)
     try:
         with _Phase("read reference") as phase:
@@ -172,7 +184,7 @@ def build_index(options: IndexOptions) -> dict:
             pac_entry = _write_array(workspace, f"{base}.pac", pack_2bit(text))
             phase.what = f"packed reference: {pac_entry['bytes']} bytes"
 
-        device_memory, max_allocation = _device_limits(options, total)
+        device_memory, max_allocation = _device_limits(options, total, selected)
         block_bases = block_bases_for_memory(device_memory, max_allocation, options.sa_sample)
         plan = plan_blocks(total, block_bases, options.overlap)
         log.info(

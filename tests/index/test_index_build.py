@@ -278,3 +278,16 @@ def test_a_prefix_naming_a_folder_is_a_usage_error_and_writes_nothing(tmp_path, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"bowmap: error: PREFIX {prefix!r} names a folder"), err
     assert sorted(os.listdir(tmp_path)) == before and os.listdir(tmp_path / "a") == []
+
+
+@pytest.mark.parametrize("spec, message", [("foo", "expected gpu, cpu, all or device indexes"), ("99", "there is no device 99")])
+def test_index_checks_devices_as_align_does(tmp_path, capsys, spec, message):
+    """`index --devices foo` was accepted when the reference was small (no device query)."""
+    from bowmap.cli import main
+
+    fasta = write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCA" * 50)])
+    assert main(["index", fasta, str(tmp_path / "ref"), "--devices", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert sorted(os.listdir(tmp_path)) == ["ref.fa"]
+    assert main(["-q", "index", fasta, str(tmp_path / "ref"), "--devices", "cpu"]) == 0  # a good one still works
