@@ -32,7 +32,7 @@ from bowmap.index.format import (
     SEAM_MARGIN,
     pack_2bit,
 )
-from bowmap.runtime.errors import BowmapError
+from bowmap.runtime.errors import BowmapError, UsageError
 
 log = logging.getLogger("bowmap.index.load")
 
@@ -93,6 +93,18 @@ def _write_array(folder: str, name: str, array: np.ndarray) -> dict:
     return {"name": name, "bytes": int(array.nbytes), "sha256": hashlib.sha256(memoryview(array).cast("B")).hexdigest()}
 
 
+def check_prefix(prefix: str) -> None:
+    """Refuse a PREFIX with no file name of its own (``a/``, ``a/.``, ``..``): its manifest would
+    be ``a/.bmi`` while its data files took the folder's name, and two such indexes would share
+    files. bwa and bowtie2 write hidden files (``a/.bwt``, ``a/.1.bt2``) there, which ``ls`` and
+    ``rm a/*`` skip: a usage error that shows the intended form is clearer."""
+    if os.path.basename(prefix) in ("", ".", ".."):
+        raise UsageError(
+            f"PREFIX {prefix!r} names a folder, not a file prefix: the index is written as PREFIX.bmi, "
+            f"PREFIX.pac, ...; give a name inside it, e.g. {os.path.join(prefix, 'ref')}"
+        )
+
+
 def _make_workspace(prefix: str) -> str:
     folder = os.path.dirname(os.path.abspath(prefix))
     if not os.path.isdir(folder):
@@ -119,7 +131,18 @@ def _install(workspace: str, prefix: str, manifest: dict) -> None:
 GUARANTEED_MEMORY = 128 << 20
 
 
-def _device_limits(options: IndexOptions, total: int) -> tuple[int, int]:
+def _selected_devices(spec: str | None) -> list:
+    """The devices ``--devices`` names, checked as `align` checks them (a usage error for
+    ``foo`` or ``99``), before any work; None when it was not given (no device query)."""
+    if spec is None:
+        return None
+    from bowmap.runtime.devices import list_devices, parse_device_spec
+
+    # Only the devices' memory matters here: no kernel is built, so no build probe.
+    return parse_device_spec(spec, list_devices(), builds=lambda info: True)
+
+
+def _device_limits(options: IndexOptions, total: int, selected: list | None = None) -> tuple[int, int]:
     """(device memory, largest allocation) to size blocks by, in bytes."""
     if options.device_memory is not None:
         return options.device_memory, options.max_allocation or options.device_memory // 4
@@ -128,10 +151,10 @@ def _device_limits(options: IndexOptions, total: int) -> tuple[int, int]:
         # OpenCL driver (PoCL brings LLVM) would cost more memory than indexing a small genome.
         log.info("the whole index fits any OpenCL device: one block, no device query")
         return GUARANTEED_MEMORY, GUARANTEED_MEMORY
-    from bowmap.runtime.devices import list_devices, parse_device_spec
+    if selected is None:
+        from bowmap.runtime.devices import list_devices, parse_device_spec
 
-    # Only the devices' memory matters here: no kernel is built, so no build probe.
-    selected = parse_device_spec(options.devices, list_devices(), builds=lambda info: True)
+        selected = parse_device_spec(None, list_devices(), builds=lambda info: True)
     smallest = min(selected, key=lambda info: info.global_memory)
     log.info("sizing blocks for %s (%d bytes of global memory)", smallest.name, smallest.global_memory)
     return smallest.global_memory, smallest.max_allocation
@@ -142,6 +165,8 @@ def build_index(options: IndexOptions) -> dict:
     from tqdm import tqdm
 
     started = time.perf_counter()
+    check_prefix(options.prefix)
+    selected = _selected_devices(options.devices)
     workspace = _make_workspace(options.prefix)
     try:
         with _Phase("read reference") as phase:
@@ -159,7 +184,7 @@ def build_index(options: IndexOptions) -> dict:
             pac_entry = _write_array(workspace, f"{base}.pac", pack_2bit(text))
             phase.what = f"packed reference: {pac_entry['bytes']} bytes"
 
-        device_memory, max_allocation = _device_limits(options, total)
+        device_memory, max_allocation = _device_limits(options, total, selected)
         block_bases = block_bases_for_memory(device_memory, max_allocation, options.sa_sample)
         plan = plan_blocks(total, block_bases, options.overlap)
         log.info(

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.index.format import AMBIGUOUS, ENCODE, INVALID
+from bowmap.index.format import AMBIGUOUS, ENCODE, INVALID, SAM_REFERENCE_NAME
 from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.fasta import invalid_symbol_error, read_fasta
-
-# SAM's rule for reference names (SAM v1 specification, section 1.2.1).
-_SAM_NAME = re.compile(rb"[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*")
-
 
 @dataclass
 class Reference:
@@ -46,7 +41,7 @@ def read_reference(path: str) -> Reference:
     records = read_fasta(path, unique_names=True)
     pieces = []
     for record in records:
-        if not _SAM_NAME.fullmatch(record.name.encode()):
+        if not SAM_REFERENCE_NAME.fullmatch(record.name):
             raise BowmapError(f"{path}:{record.line}: record name {record.name!r} is not a valid SAM reference name")
         error = invalid_symbol_error(path, record, ENCODE != INVALID)
         if error:

@@ -141,3 +141,20 @@ class GatedSquares:
         with open(os.path.join(self.folder, str(rank)), "w") as file:
             file.write(f"{entered} {left}")
         return square
+
+
+def failing_extend(extend, item):
+    """A Smith-Waterman stage that fails, naming the process it failed in."""
+    raise RuntimeError(f"simulated kernel failure in process {os.getpid()}")
+
+
+class FailingAligner:
+    """The aligner's own worker starter (bowmap.align.workers.ProcessWorker), its extend stage
+    made to fail: a fault injected inside the spawned worker process, not in the parent."""
+
+    def __init__(self, starter):
+        self.starter = starter
+
+    def __call__(self, rank: int):
+        seeds, extends = self.starter(rank)
+        return [seeds, [functools.partial(failing_extend, extend) for extend in extends]]

@@ -132,11 +132,33 @@ def test_usage_errors_exit_2(capsys, argv, needle):
 
 
 def test_devices_lists_the_cpu(capsys):
-    code, out, _ = run(capsys, "devices")
+    """True on any machine: the CPU is listed, and selected when asked for (with GPUs the
+    default selection is the GPUs)."""
+    code, out, _ = run(capsys, "devices", "--devices", "cpu")
     assert code == 0
     header, *rows = out.strip().splitlines()
     assert header.split("\t")[:4] == ["#", "platform", "device", "type"]
-    assert any(row.split("\t")[3] == "CPU" and row.endswith("*") for row in rows)
+    selected = [row.split("\t") for row in rows if row.endswith("*")]
+    assert len(selected) == 1 and selected[0][3] == "CPU"
+    code, out, _ = run(capsys, "devices")
+    fields = [row.split("\t") for row in out.strip().splitlines()[1:]]
+    chosen = [row[3] for row in fields if row[-1] == "*"]
+    assert code == 0 and chosen and set(chosen) == ({"GPU"} if any(row[3] == "GPU" for row in fields) else {"CPU"})
+
+
+def test_devices_says_which_of_several_cpu_devices_is_used(capsys, monkeypatch):
+    """PoCL from PyPI and the system's PoCL list one processor twice: a hint says which one
+    `--devices cpu` takes."""
+    from bowmap.runtime import devices
+
+    fake = [devices.DeviceInfo(index, "Portable Computing Language", f"pthread-{index}", "CPU", 2, 1 << 32, 1 << 31, 1 << 20, "OpenCL 3.0")
+            for index in range(2)]
+    monkeypatch.setattr(devices, "list_devices", lambda: fake)
+    monkeypatch.setattr(devices, "build_problem", lambda index: "unknown target CPU 'generic'" if index == 0 else None)
+    code, out, err = run(capsys, "devices")
+    assert code == 0 and out.splitlines()[2].endswith("\t*")
+    assert "2 CPU devices (0, 1) drive the same processor through different OpenCL platforms" in err
+    assert "--devices cpu uses device 1" in err
 
 
 def test_console_script_reports_errors_without_traceback(tmp_path):

@@ -17,7 +17,7 @@ import threading
 import time
 
 from bowmap.align.options import AlignOptions
-from bowmap.align.workers import ProcessWorker, default_processes, device_workers
+from bowmap.align.workers import MOST_WORKERS_PER_CORE, ProcessWorker, capped_processes, default_processes, device_workers
 from bowmap.runtime.errors import BowmapError
 
 log = logging.getLogger("bowmap.align")
@@ -90,9 +90,11 @@ def run_align(options: AlignOptions) -> dict:
                     f"{info.name} has {info.global_memory}; mapping block by block is not "
                     "implemented yet: rebuild the index with a larger --device-mem"
                 )
-        processes = 1 if options.serial else options.processes or default_processes(
-            device_infos, needed, chunk_bound(options.reads, options.chunk_bases // (2 if options.mates else 1))
-        )
+        bound = chunk_bound(options.reads, options.chunk_bases // (2 if options.mates else 1))
+        processes = 1 if options.serial else options.processes or default_processes(device_infos, needed, bound)
+        if not options.serial and options.processes and (processes := capped_processes(options.processes, bound)) < options.processes:
+            log.info("-p %d: %d worker process(es), at most %d a CPU core and one a chunk of the input (%s)", options.processes,
+                     processes, MOST_WORKERS_PER_CORE, "unknown" if bound is None else f"at most {bound}")
         workers = []
         if processes == 1:
             reference_text = ReferenceText.from_index(index)
@@ -138,7 +140,7 @@ def run_align(options: AlignOptions) -> dict:
                 worker = workers[0]
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
-                starter = ProcessWorker(options, scoring, device_infos, options.queues_per_device or 1)
+                starter = ProcessWorker(options, scoring, device_infos, options.queues_per_device or 1, index.identity)
                 run_processes(chunks, starter, write, processes)
             else:
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)

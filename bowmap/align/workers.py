@@ -70,13 +70,16 @@ class ProcessWorker:
     Process ``rank`` maps with device ``devices[rank % len(devices)]`` (DeviceInfo), its own
     context, copy of the index blocks on the device and ``queues_per_device`` queue pairs (one:
     chunks mapped one after the other; more: in threads, as in one process); the index files
-    are mapped, not read, so the processes share their pages (the parent checked them already)."""
+    are mapped, not read, so the processes share their pages (the parent checked them already).
+    ``identity`` (:class:`bowmap.index.load.IndexIdentity`) is the index the parent checked: the
+    worker maps exactly those files or fails (an index rebuilt at the prefix during the run)."""
 
-    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int):
+    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int, identity=None):
         self.options = options
         self.scoring = scoring
         self.devices = devices
         self.queues = queues
+        self.identity = identity
 
     def __call__(self, rank: int):
         from bowmap.align.pipeline import start_gate
@@ -84,7 +87,7 @@ class ProcessWorker:
         from bowmap.index.load import load_index
         from bowmap.runtime.devices import context_for_info
 
-        index = load_index(self.options.index, verify=False)
+        index = load_index(self.options.index, verify=False, identity=self.identity)
         with start_gate():
             device = context_for_info(self.devices[rank % len(self.devices)])
         workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)
@@ -129,13 +132,29 @@ def default_processes(device_infos, index_bytes: int = 0, chunks: int | None = N
     core already."""
     if not all(info.is_gpu for info in device_infos):
         return 1
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     per_process = index_bytes + WORKER_DEVICE_BYTES
     fitting = sum(max(1, info.global_memory // per_process) for info in device_infos)
     workers = cores - 1
     if chunks is not None and chunks >= LARGE_INPUT_CHUNKS:
         workers = int(WORKERS_PER_CORE * workers)
     return max(1, min(workers, fitting, workers if chunks is None else chunks))
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# Most worker processes a CPU core that `-p N` gets: past WORKERS_PER_CORE, more only add starts.
+MOST_WORKERS_PER_CORE = 2
+
+
+def capped_processes(requested: int, chunks: int | None) -> int:
+    """``-p N`` as run: at most MOST_WORKERS_PER_CORE a usable core and, where the input's chunk
+    count is bounded (``chunks``, see reads.chunk_bound), one a chunk: a worker with no chunk
+    only makes a device context and copies the index (``-p 1000`` for 300 reads started 1000)."""
+    return max(1, min(requested, MOST_WORKERS_PER_CORE * usable_cores(), requested if chunks is None else chunks))

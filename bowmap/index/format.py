@@ -31,6 +31,8 @@ suffix, in row order. Locating a row takes fewer than ``sa_sample`` LF steps.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 MAGIC = "bowmap-index"
@@ -50,6 +52,10 @@ DEFAULT_MAX_READ_LENGTH = 1024
 SEAM_MARGIN = 256
 # Blocks stay below 2^31 bases: suffix arrays are int32 and counts uint32.
 MAX_BLOCK_BASES = (1 << 31) - 1
+
+# SAM's rule for reference names (SAM v1 specification, section 1.2.1): checked on the FASTA when
+# an index is built and on the manifest when it is loaded.
+SAM_REFERENCE_NAME = re.compile(r"[0-9A-Za-z!#$%&+./:;?@^_|~-][0-9A-Za-z!#$%&*+./:;=?@^_|~-]*")
 
 ENCODE = np.full(256, 255, dtype=np.uint8)
 for _letters, _code in (("Aa", 0), ("Cc", 1), ("Gg", 2), ("Tt", 3), ("RYSWKMBDHVNUrysw" "kmbdhvnu", 4)):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from bowmap.index.format import (
     FORMAT_VERSION,
     MAGIC,
     MANIFEST_SUFFIX,
+    SAM_REFERENCE_NAME,
     UNPACK_2BIT,
     WORDS_PER_LINE,
     group_count,
@@ -51,6 +52,27 @@ class IndexBlock:
         return (1 + np.concatenate(([0], np.cumsum(self.symbol_counts)[:3]))).astype(np.int64)
 
 
+# What a data file of a loaded index was: (device, inode, size, modification time in ns) of the
+# file mapped. A rebuild at the same prefix renames new files into place (new inodes); an edit in
+# place changes the time. Comparing these is a stat, not a re-hash.
+FileStat = tuple[int, int, int, int]
+
+
+def _file_stat(status: os.stat_result) -> FileStat:
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class IndexIdentity:
+    """The index a run checked: its manifest and each data file's :data:`FileStat` by name. A
+    worker process loads with it (``load_index(prefix, identity=...)``): it takes this manifest
+    rather than reading the manifest file again, and fails when a file it maps is not the one
+    the run checked (the index was rebuilt or changed at that prefix meanwhile). Picklable."""
+
+    manifest: dict
+    files: dict[str, FileStat]
+
+
 @dataclass
 class FMIndex:
     prefix: str
@@ -62,6 +84,12 @@ class FMIndex:
     ambiguous_lengths: np.ndarray  # int64
     packed: np.ndarray  # uint8, 2-bit packed text
     blocks: list[IndexBlock]
+    file_stats: dict[str, FileStat] = field(default_factory=dict)  # of the files mapped, by name
+
+    @property
+    def identity(self) -> IndexIdentity:
+        """What a worker process needs to load exactly this index (see :class:`IndexIdentity`)."""
+        return IndexIdentity(self.manifest, dict(self.file_stats))
 
     @property
     def total_length(self) -> int:
@@ -153,38 +181,60 @@ class FMIndex:
         return inside & clear
 
 
-def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...]) -> np.ndarray:
+def index_folder(prefix: str) -> str:
+    """The folder holding the index at ``prefix``: the manifest's, where its data files lie too."""
+    return os.path.dirname(os.path.abspath(prefix + MANIFEST_SUFFIX))
+
+
+_MISSING = "index file missing (rebuild the index with `bowmap index`)"
+
+
+def _changed(path: str, prefix: str) -> BowmapError:
+    return BowmapError(
+        f"{path}: index file changed since this run checked the index (rebuilt at {prefix} meanwhile?); run again"
+    )
+
+
+def _load_file(prefix: str, entry: dict, dtype, shape: tuple[int, ...], stats: dict, expected: dict | None) -> np.ndarray:
     """One index file as a read-only array mapped from the file (processes mapping one index share
-    its pages), after checking its size against the manifest and the layout."""
-    path = os.path.join(os.path.dirname(os.path.abspath(prefix)), entry["name"])
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        open_for_reading(path, missing="index file missing (rebuild the index with `bowmap index`)").close()  # its error
-        raise
-    if size != entry["bytes"]:
-        raise BowmapError(f"{path}: index file truncated or damaged ({size} bytes, expected {entry['bytes']})")
-    expected = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    if expected != size:
-        raise BowmapError(f"{path}: index file has {size} bytes where the manifest's layout needs {expected}")
-    if size == 0:
-        return np.empty(shape, dtype=dtype)
-    # A plain array over the mapping: indexing a np.memmap subclass costs far more per call.
-    try:
-        return np.memmap(path, dtype=dtype, mode="r", shape=shape).view(np.ndarray)
-    except OSError as error:
-        raise BowmapError(f"{path}: cannot read ({error.strerror or error})") from None
+    its pages), after checking its size against the manifest and the layout. The mapped file's
+    :data:`FileStat` goes into ``stats``; with ``expected`` (an :class:`IndexIdentity`'s files)
+    it must equal the one recorded there."""
+    path = os.path.join(index_folder(prefix), entry["name"])
+    with open_for_reading(path, missing=_MISSING) as handle:
+        stat = _file_stat(os.fstat(handle.fileno()))
+        if expected is not None and expected.get(entry["name"]) != stat:
+            raise _changed(path, prefix)
+        stats[entry["name"]] = stat
+        size = stat[2]
+        if size != entry["bytes"]:
+            raise BowmapError(f"{path}: index file truncated or damaged ({size} bytes, expected {entry['bytes']})")
+        expected_size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        if expected_size != size:
+            raise BowmapError(f"{path}: index file has {size} bytes where the manifest's layout needs {expected_size}")
+        if size == 0:
+            return np.empty(shape, dtype=dtype)
+        # A plain array over the mapping of this very file (not of whatever the path names by
+        # the time it is mapped): indexing a np.memmap subclass costs far more per call.
+        try:
+            return np.memmap(handle, dtype=dtype, mode="r", shape=shape).view(np.ndarray)
+        except OSError as error:
+            raise BowmapError(f"{path}: cannot read ({error.strerror or error})") from None
 
 
 def verify_index(index: FMIndex) -> None:
     """Check the SHA-256 of every file of a loaded index, reading each file in pieces (hashlib lets
     other threads run meanwhile: `bowmap align` checks in a helper thread while its worker
     processes start, given an index loaded with ``verify=False``)."""
-    folder = os.path.dirname(os.path.abspath(index.prefix))
+    folder = index_folder(index.prefix)
     entries = [index.manifest["files"]["pac"]] + [entry for block in index.manifest["blocks"] for entry in block["files"].values()]
     for entry in entries:
         path = os.path.join(folder, entry["name"])
-        with open_for_reading(path, missing="index file missing (rebuild the index with `bowmap index`)") as handle:
+        with open_for_reading(path, missing=_MISSING) as handle:
+            # The file hashed must be the one mapped: an index rebuilt at this prefix since it
+            # was loaded has other files, and their checksums would vouch for the wrong data.
+            if index.file_stats and index.file_stats.get(entry["name"]) != _file_stat(os.fstat(handle.fileno())):
+                raise _changed(path, index.prefix)
             digest = hashlib.sha256()
             try:
                 while piece := handle.read(1 << 22):
@@ -213,19 +263,65 @@ def read_manifest(prefix: str) -> dict:
     return manifest
 
 
-def load_index(prefix: str, verify: bool = True) -> FMIndex:
-    """Read and check the index at ``prefix``. With ``verify``, every file's SHA-256 is checked."""
-    manifest = read_manifest(prefix)
+def _check_contigs(manifest_path: str, names: list, starts: np.ndarray, lengths: np.ndarray, total: int) -> None:
+    """The manifest's contigs must tile the indexed text exactly, with names SAM can carry: a
+    wrong length would reach the SAM header (@SQ LN) and every position past it."""
+    if not names:
+        raise BowmapError(f"{manifest_path}: damaged manifest (no contigs)")
+    for name in names:
+        if not isinstance(name, str) or not SAM_REFERENCE_NAME.fullmatch(name):
+            raise BowmapError(f"{manifest_path}: damaged manifest (contig name {name!r} is not a valid SAM reference name)")
+    if len(set(names)) != len(names):
+        raise BowmapError(f"{manifest_path}: damaged manifest (contig names repeat)")
+    if (lengths < 1).any():
+        raise BowmapError(f"{manifest_path}: damaged manifest (contig {names[int(np.argmax(lengths < 1))]!r} has length < 1)")
+    expected_starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    if not np.array_equal(starts, expected_starts):
+        bad = int(np.argmax(starts != expected_starts))
+        raise BowmapError(
+            f"{manifest_path}: damaged manifest (contig {names[bad]!r} starts at {int(starts[bad])}, "
+            f"but the contigs before it end at {int(expected_starts[bad])})"
+        )
+    if int(lengths.sum()) != total:
+        raise BowmapError(
+            f"{manifest_path}: damaged manifest (contig lengths sum to {int(lengths.sum())} bases, the index holds {total})"
+        )
+
+
+def _check_layout(manifest_path: str, index: FMIndex) -> None:
+    """Blocks and ambiguous runs must lie inside the text, runs sorted and apart."""
+    total = index.total_length
+    for block in index.blocks:
+        if block.start < 0 or block.length < 1 or block.start + block.length > total:
+            raise BowmapError(f"{manifest_path}: damaged manifest (block {block.number} lies outside the {total}-base text)")
+    starts, lengths = index.ambiguous_starts, index.ambiguous_lengths
+    if len(starts) != len(lengths) or (lengths < 1).any() or (starts < 0).any() or (len(starts) and starts[-1] + lengths[-1] > total) \
+            or (starts[1:] < starts[:-1] + lengths[:-1]).any():
+        raise BowmapError(f"{manifest_path}: damaged manifest (ambiguous runs unsorted, overlapping or outside the text)")
+
+
+def load_index(prefix: str, verify: bool = True, identity: IndexIdentity | None = None) -> FMIndex:
+    """Read and check the index at ``prefix``. With ``verify``, every file's SHA-256 is checked.
+    With ``identity`` (a worker process's: the index its run checked), that manifest is used and
+    every file mapped must be the very file the run checked, else :class:`BowmapError`."""
+    manifest = read_manifest(prefix) if identity is None else identity.manifest
+    manifest_path = prefix + MANIFEST_SUFFIX
+    expected = None if identity is None else identity.files
+    stats: dict[str, FileStat] = {}
     try:
         contigs = manifest["contigs"]
         total = int(manifest["total_length"])
         sa_sample = int(manifest["parameters"]["sa_sample"])
-        packed = _load_file(prefix, manifest["files"]["pac"], np.uint8, (-(-total // 4),))
+        contig_names = [contig["name"] for contig in contigs]
+        contig_starts = np.array([int(contig["start"]) for contig in contigs], dtype=np.int64)
+        contig_lengths = np.array([int(contig["length"]) for contig in contigs], dtype=np.int64)
+        _check_contigs(manifest_path, contig_names, contig_starts, contig_lengths, total)
+        packed = _load_file(prefix, manifest["files"]["pac"], np.uint8, (-(-total // 4),), stats, expected)
         blocks = []
         for number, block in enumerate(manifest["blocks"]):
             n = int(block["length"])
             files = block["files"]
-            marks = _load_file(prefix, files["mrk"], np.uint32, (group_count(n), 4))
+            marks = _load_file(prefix, files["mrk"], np.uint32, (group_count(n), 4), stats, expected)
             blocks.append(
                 IndexBlock(
                     number=number,
@@ -233,26 +329,28 @@ def load_index(prefix: str, verify: bool = True) -> FMIndex:
                     length=n,
                     primary=int(block["primary"]),
                     symbol_counts=np.array(block["symbol_counts"], dtype=np.int64),
-                    occ=_load_file(prefix, files["occ"], np.uint32, (line_count(n), WORDS_PER_LINE)),
+                    occ=_load_file(prefix, files["occ"], np.uint32, (line_count(n), WORDS_PER_LINE), stats, expected),
                     marks=marks,
-                    samples=_load_file(prefix, files["sa"], np.uint32, (files["sa"]["bytes"] // 4,)),
+                    samples=_load_file(prefix, files["sa"], np.uint32, (files["sa"]["bytes"] // 4,), stats, expected),
                 )
             )
         index = FMIndex(
             prefix=prefix,
             manifest=manifest,
-            contig_names=[contig["name"] for contig in contigs],
-            contig_starts=np.array([contig["start"] for contig in contigs], dtype=np.int64),
-            contig_lengths=np.array([contig["length"] for contig in contigs], dtype=np.int64),
+            contig_names=contig_names,
+            contig_starts=contig_starts,
+            contig_lengths=contig_lengths,
             ambiguous_starts=np.array(manifest["ambiguous"]["starts"], dtype=np.int64),
             ambiguous_lengths=np.array(manifest["ambiguous"]["lengths"], dtype=np.int64),
             packed=packed,
             blocks=blocks,
+            file_stats=stats,
         )
-    except (KeyError, TypeError, ValueError) as error:
-        raise BowmapError(f"{prefix}{MANIFEST_SUFFIX}: damaged manifest ({type(error).__name__}: {error})") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as error:
+        raise BowmapError(f"{manifest_path}: damaged manifest ({type(error).__name__}: {error})") from None
     if sa_sample < 1 or not blocks:
-        raise BowmapError(f"{prefix}{MANIFEST_SUFFIX}: damaged manifest (no blocks or bad sa_sample)")
+        raise BowmapError(f"{manifest_path}: damaged manifest (no blocks or bad sa_sample)")
+    _check_layout(manifest_path, index)
     if verify:
         verify_index(index)
     return index

@@ -71,11 +71,11 @@ __kernel void asm_diagonal(__global const uchar *text, const uint n,
                            __global const uchar *patterns, __global const uint *lengths,
                            const uint rows, const uint pieces, const uint overlap,
                            const uint write_distances, __global uint *distances,
-                           __global ulong *piece_best, __local uint *exchange)
+                           __global ulong *piece_best, __local uint *exchange, const uint group_offset)
 {
     const uint lid = get_local_id(0);
     const uint size = get_local_size(0);
-    const uint piece = get_group_id(0);
+    const uint piece = get_group_id(0) + group_offset; /* launched in slices of pieces */
     const uint pattern = get_group_id(1);
     uint first, owned_start, owned_end;
     piece_bounds(piece, pieces, n, overlap, &first, &owned_start, &owned_end);
@@ -142,7 +142,7 @@ __kernel void asm_bitvector(__global const uchar *text, const uint n,
                             __global const uint *lengths, const uint words,
                             const uint pieces, const uint overlap,
                             const uint write_distances, __global uint *distances,
-                            __global ulong *piece_best, __local int *exchange)
+                            __global ulong *piece_best, __local int *exchange, const uint group_offset)
 {
     const uint lid = get_local_id(0);
     const uint size = get_local_size(0);
@@ -150,8 +150,9 @@ __kernel void asm_bitvector(__global const uchar *text, const uint n,
     const uint slot = lid / words;
     const uint word = lid - slot * words;
     const uint groups_per_pattern = (pieces + per_group - 1) / per_group;
-    const uint pattern = get_group_id(0) / groups_per_pattern;
-    const uint piece = (get_group_id(0) % groups_per_pattern) * per_group + slot;
+    const uint group = get_group_id(0) + group_offset; /* launched in slices of groups */
+    const uint pattern = group / groups_per_pattern;
+    const uint piece = (group % groups_per_pattern) * per_group + slot;
     const bool real = piece < pieces;
     uint first = 0, owned_start = 0, owned_end = 0;
     if (real)

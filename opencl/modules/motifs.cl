@@ -29,7 +29,10 @@
  *                   Row i's range of one configuration is cached in local memory in chunks of
  *                   cache_capacity keys; each work-item streams j's range from global memory
  *                   and merges it with the cache bucket by bucket (both sorted: linear time).
- *                   Loop bounds that reach a barrier depend on row i only: uniform.
+ *                   Loop bounds that reach a barrier depend on row i only: uniform. Only such
+ *                   uniform values live across a barrier: each work-item's running sum is in
+ *                   lane_totals[get_local_size(0)] (local), its place in j's bucket is made
+ *                   again after each cache reload (a binary search when a bucket spans chunks).
  *   thread_to_pair_hash  as thread_to_pair, but row i's sub-table is cached as an open-addressing
  *                   hash table in local memory (table_bits: 2^table_bits slots of key and count,
  *                   filled at most half, in chunks of that many keys), and each work-item looks
@@ -106,6 +109,7 @@ __kernel void thread_to_pair(__global const key_t *keys, __global const uint *co
                              __global const uint *offsets, const uint regions, const uint buckets,
                              __global const uint *group_rows, __global const uint *group_columns,
                              const uint group_offset, __local key_t *cache, const uint cache_capacity,
+                             __local uint *lane_totals,
                              __global uint *scores, const ulong pair_base, const ulong pair_count,
                              const uint config_first, const uint config_end)
 {
@@ -123,20 +127,17 @@ __kernel void thread_to_pair(__global const key_t *keys, __global const uint *co
         const uint level_end = min(level_config_ends[level], config_end);
         if (config >= level_end)
             continue; /* no configuration of this class in the batch */
-        uint total = 0;
+        lane_totals[lane] = 0;
         for (; config < level_end; ++config) {
             const size_t row_base = ((size_t)(config - config_first) * regions + row) * buckets;
             const size_t column_base = ((size_t)(config - config_first) * regions + own) * buckets;
             const uint row_last = offsets[row_base + buckets];
             uint chunk_start = offsets[row_base];
             uint chunk_end = chunk_start; /* nothing cached yet for this configuration */
-            uint b_next = offsets[column_base];
             for (uint bucket = 0; bucket < buckets; ++bucket) {
-                uint a = offsets[row_base + bucket];
+                const uint a_first = offsets[row_base + bucket];
+                uint a = a_first;
                 const uint a_end = offsets[row_base + bucket + 1];
-                uint b = b_next;
-                b_next = offsets[column_base + bucket + 1];
-                const uint b_end = active ? b_next : b;
                 while (a < a_end) {
                     if (a >= chunk_end) {
                         barrier(CLK_LOCAL_MEM_FENCE);
@@ -147,8 +148,28 @@ __kernel void thread_to_pair(__global const key_t *keys, __global const uint *co
                         barrier(CLK_LOCAL_MEM_FENCE);
                     }
                     const uint stop = min(a_end, chunk_end);
-                    /* The merge state b carries over into the next chunk of the same bucket:
-                     * every key of j before b is below the keys of i still to come. */
+                    /* Only values equal in every work-item (a, the chunk, the loop counters)
+                     * live across a barrier; each work-item's own state (its place in j's
+                     * bucket, its sum) is made anew after it or kept in local memory. PoCL's
+                     * CPU work-group compilers have lost private values carried across
+                     * barriers in loops (a score of 0 for one pair on a 16-core Xeon, PoCL 5;
+                     * a group size of 2 with POCL_WORK_GROUP_METHOD=loops on PoCL 3.1). */
+                    uint b = offsets[column_base + bucket];
+                    const uint b_end = active ? offsets[column_base + bucket + 1] : b;
+                    if (a > a_first && b < b_end) {
+                        /* A bucket continued from the chunk before: j's keys below i's next
+                         * key were merged there already; skip them (binary search). */
+                        const key_t next = cache[a - chunk_start];
+                        uint high = b_end;
+                        while (b < high) {
+                            const uint middle = b + (high - b) / 2;
+                            if (keys[middle] < next)
+                                b = middle + 1;
+                            else
+                                high = middle;
+                        }
+                    }
+                    uint found = 0;
                     if (b < b_end) {
                         /* Each side's key is loaded again only when that side advanced. */
                         uint x_index = a;
@@ -161,7 +182,7 @@ __kernel void thread_to_pair(__global const key_t *keys, __global const uint *co
 #endif
                         for (;;) {
                             if (x == y)
-                                total += min(counts[x_index], counts[b]);
+                                found += min(counts[x_index], counts[b]);
                             const bool step_x = x <= y, step_y = y <= x;
                             x_index += step_x;
                             b += step_y;
@@ -180,12 +201,13 @@ __kernel void thread_to_pair(__global const key_t *keys, __global const uint *co
                             }
                         }
                     }
+                    lane_totals[lane] += found;
                     a = stop;
                 }
             }
         }
         if (active)
-            scores[(ulong)level * pair_count + pair_index(row, column, regions) - pair_base] += total;
+            scores[(ulong)level * pair_count + pair_index(row, column, regions) - pair_base] += lane_totals[lane];
     }
 }
 
@@ -202,6 +224,7 @@ __kernel void thread_to_pair_hash(__global const key_t *keys, __global const uin
                                   __global const uint *group_rows, __global const uint *group_columns,
                                   const uint group_offset, __local key_t *slot_keys,
                                   __local uint *slot_counts, const uint table_bits,
+                                  __local uint *lane_totals,
                                   __global uint *scores, const ulong pair_base, const ulong pair_count,
                                   const uint config_first, const uint config_end)
 {
@@ -220,14 +243,12 @@ __kernel void thread_to_pair_hash(__global const key_t *keys, __global const uin
         const uint level_end = min(level_config_ends[level], config_end);
         if (config >= level_end)
             continue;
-        uint total = 0;
+        lane_totals[lane] = 0; /* a work-item's sum lives in local memory across barriers (see thread_to_pair) */
         for (; config < level_end; ++config) {
             const size_t row_base = ((size_t)(config - config_first) * regions + row) * buckets;
             const size_t column_base = ((size_t)(config - config_first) * regions + own) * buckets;
             const uint row_start = offsets[row_base];
             const uint row_end = offsets[row_base + buckets];
-            const uint column_start = offsets[column_base];
-            const uint column_end = active ? offsets[column_base + buckets] : column_start;
             /* Buckets play no part here: row i's whole sub-table goes into the hash table (in
              * chunks when it is larger than half of it), and j's whole sub-table is streamed
              * through it once per chunk. Keys are distinct in a sub-table, so a key of j
@@ -246,6 +267,9 @@ __kernel void thread_to_pair_hash(__global const key_t *keys, __global const uin
                     slot_keys[slot] = key;
                 }
                 barrier(CLK_LOCAL_MEM_FENCE);
+                const uint column_start = offsets[column_base]; /* read after the barrier: see above */
+                const uint column_end = active ? offsets[column_base + buckets] : column_start;
+                uint found = 0;
                 key_vector_t window = vector_keys[column_start / VECTOR_KEYS];
                 for (uint e = column_start; e < column_end; ++e) {
                     if (e % VECTOR_KEYS == 0)
@@ -257,16 +281,17 @@ __kernel void thread_to_pair_hash(__global const key_t *keys, __global const uin
                         if (count == 0u)
                             break;
                         if (slot_keys[slot] == key) {
-                            total += min(count, counts[e]);
+                            found += min(count, counts[e]);
                             break;
                         }
                         slot = (slot + 1) & mask;
                     }
                 }
+                lane_totals[lane] += found;
             }
         }
         if (active)
-            scores[(ulong)level * pair_count + pair_index(row, column, regions) - pair_base] += total;
+            scores[(ulong)level * pair_count + pair_index(row, column, regions) - pair_base] += lane_totals[lane];
     }
 }
 

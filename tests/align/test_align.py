@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -187,8 +188,27 @@ def test_a_failing_worker_stops_the_run_and_leaves_no_output(indexes, tmp_path, 
 
     monkeypatch.setattr(workers, "extend_chunk", fail)
     out = tmp_path / "out.sam"
-    with pytest.raises(RuntimeError):
-        main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--chunk-bases", "5000"])
+    # One process on the CPU device: the failure patched into this process is the run's (with
+    # GPUs the default is worker processes, which this patch does not reach; see below).
+    with pytest.raises(RuntimeError, match="simulated kernel failure"):
+        main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--chunk-bases", "5000", "--devices", "cpu", "-p", "1"])
+    assert not out.exists() and os.listdir(tmp_path) == []
+
+
+def test_a_failure_inside_a_worker_process_stops_the_run_and_leaves_no_output(indexes, tmp_path, monkeypatch):
+    """The fault is injected into the spawned worker processes (the aligner's own starter, its
+    extend stage failing: tests/process_workers.FailingAligner), not into this process."""
+    import process_workers
+
+    from bowmap.align import run as align_run
+
+    real = align_run.ProcessWorker
+    monkeypatch.setattr(align_run, "ProcessWorker", lambda *args, **kwargs: process_workers.FailingAligner(real(*args, **kwargs)))
+    out = tmp_path / "out.sam"
+    with pytest.raises(RuntimeError, match=r"simulated kernel failure in process (\d+)") as caught:
+        main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--chunk-bases", "5000", "--devices", "cpu", "-p", "2"])
+    failed_in = int(re.search(r"simulated kernel failure in process (\d+)", str(caught.value)).group(1))
+    assert failed_in != os.getpid()  # it really was a worker process
     assert not out.exists() and os.listdir(tmp_path) == []
 
 
@@ -282,6 +302,34 @@ def test_a_corrupted_index_stops_the_run_before_any_output(tmp_path, capsys, pro
     assert code == 1 and "corrupted" in err and stdout == ""
 
 
+def test_an_index_rebuilt_at_the_prefix_during_a_run_stops_the_worker_processes(tmp_path, capsys, monkeypatch):
+    """The parent loads and checks one index; if the prefix is rebuilt (here: the reverse
+    complement, same length) before the workers map it, they must refuse the new files, not
+    write records of one genome under a header naming another."""
+    import itertools
+
+    from bowmap.align import pipeline
+
+    prefix = tmp_path / "lambda"
+    assert main(["-q", "index", str(LAMBDA), str(prefix)]) == 0
+    sequence = "".join(line.strip() for line in LAMBDA.read_text().splitlines() if not line.startswith(">"))
+    reverse = sequence[::-1].translate(str.maketrans("ACGTacgt", "TGCAtgca"))
+    (tmp_path / "rc.fa").write_text(">lambda_rc\n" + reverse + "\n")
+    real = pipeline.run_processes
+
+    def rebuild_then_run(chunks, *args, **kwargs):
+        first = next(chunks)  # the parent has loaded and checked the index once a chunk is out
+        assert main(["-q", "index", str(tmp_path / "rc.fa"), str(prefix)]) == 0
+        return real(itertools.chain([first], chunks), *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "run_processes", rebuild_then_run)
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", prefix, READS, "-o", out, "--devices", "cpu", "-p", "2", "--chunk-bases", "50000")
+    assert code == 1 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith(f"bowmap: error: {prefix}.pac: index file changed since this run checked")
+    assert not out.exists()
+
+
 def test_default_processes_follow_cores_and_device_memory(monkeypatch):
     from types import SimpleNamespace
 
@@ -301,6 +349,22 @@ def test_default_processes_follow_cores_and_device_memory(monkeypatch):
     assert align.default_processes([gpu], 15 << 30, chunks=2000) == 5
     assert align.default_processes([gpu], 15 << 30, chunks=8) == 5
     assert align.default_processes([cpu], chunks=8) == 1
+
+
+def test_processes_asked_for_are_capped_by_the_cores_and_the_chunks(indexes, tmp_path, capsys, monkeypatch):
+    """`-p 1000` for a small input started 1000 worker processes."""
+    from bowmap.align import workers as align
+
+    monkeypatch.setattr(align.os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
+    assert align.capped_processes(1000, None) == 8  # two a core
+    assert align.capped_processes(1000, 3) == 3  # one a chunk
+    assert align.capped_processes(5, 40) == 5 and align.capped_processes(1, None) == 1
+    plain = tmp_path / "reads.fq"
+    plain.write_bytes(b"".join(gzip.decompress(READS.read_bytes()).splitlines(keepends=True)[: 4 * 130]))  # 2 chunks of 10,000 bases
+    code, _, err = run(capsys, "align", indexes[0], plain, "-o", tmp_path / "out.sam", "--devices", "cpu", "-p", "1000",
+                       "--chunk-bases", "10000")
+    assert code == 0, err
+    assert "-p 1000: 2 worker process(es), at most 2 a CPU core and one a chunk of the input (at most 2)" in err
 
 
 def test_chunk_bound_never_undercounts_an_uncompressed_input(tmp_path):

@@ -20,7 +20,7 @@ from bowmap.index.format import (
     ROWS_PER_GROUP,
     unpack_2bit,
 )
-from bowmap.index.load import load_index
+from bowmap.index.load import load_index, verify_index
 from bowmap.runtime.errors import BowmapError, UsageError
 
 
@@ -133,6 +133,54 @@ def test_load_refuses_a_damaged_index(small_index, damage, message):
         load_index(small_index)
 
 
+def set_contig(field, value, contig=0):
+    return lambda manifest: manifest["contigs"][contig].update({field: value})
+
+
+def add_contig(manifest):
+    manifest["contigs"].append({"name": "extra", "start": 3000, "length": 10})
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (set_contig("length", 5000), "contig lengths sum to 5000 bases, the index holds 3000"),
+        (set_contig("length", 0), "has length < 1"),
+        (set_contig("start", 7), "starts at 7"),
+        (add_contig, "sum to 3010"),
+        (set_contig("name", "two words"), "'two words' is not a valid SAM reference name"),
+        (set_contig("name", "*"), "not a valid SAM reference name"),
+        (set_contig("name", 12), "12 is not a valid SAM reference name"),
+        (set_contig("length", 1e30), "damaged manifest"),
+        (lambda manifest: manifest.update(contigs=[]), "no contigs"),
+        (lambda manifest: manifest["blocks"][1].update(start=2990), "block 1 lies outside"),
+        (lambda manifest: manifest["ambiguous"].update(starts=[2999], lengths=[5]), "ambiguous runs"),
+    ],
+)
+def test_load_checks_the_manifest_contigs_and_names_the_manifest(small_index, change, message):
+    """A wrong contig length reached the SAM header (LN) unchecked; every error names the manifest."""
+    edit_manifest(small_index, change)
+    with pytest.raises(BowmapError) as caught:
+        load_index(small_index)
+    assert str(caught.value).startswith(small_index + MANIFEST_SUFFIX + ": damaged manifest")
+    assert message in str(caught.value)
+
+
+def test_a_worker_loading_with_the_checked_identity_refuses_a_rebuilt_index(small_index, tmp_path):
+    """What a worker process of `align` does: it maps exactly the files its run checked."""
+    checked = load_index(small_index)
+    again = load_index(small_index, verify=False, identity=checked.identity)  # the same files: fine
+    assert again.contig_names == ["chr"] and again.manifest == checked.manifest
+    fasta = write_fasta(tmp_path / "new.fa", [("other", "ACGT" * 750)])
+    build_index(IndexOptions(reference=fasta, prefix=small_index, device_memory=4_000, max_allocation=1_000, max_read_length=64))
+    with pytest.raises(BowmapError, match=r"ref\.pac: index file changed since this run checked the index"):
+        load_index(small_index, verify=False, identity=checked.identity)
+    # The parent's own checksum pass hashes the files it mapped, not the new ones.
+    with pytest.raises(BowmapError, match="changed since"):
+        verify_index(checked)
+    assert load_index(small_index).contig_names == ["other"]
+
+
 def test_load_detects_a_flipped_byte(small_index):
     with open(small_index + ".0.mrk", "r+b") as handle:
         handle.seek(5)
@@ -214,3 +262,32 @@ def test_spans_equal_the_per_base_lookup_on_random_spans(tmp_path):
     positions = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)]).astype(np.int64)
     assert np.array_equal(index.spans(starts, lengths), index.codes_at(positions))
     assert index.spans(np.array([total - 1]), np.array([1])).tolist() == index.codes_at(np.array([total - 1])).tolist()
+
+
+@pytest.mark.parametrize("suffix", ["/", "/.", "/..", "//"])
+def test_a_prefix_naming_a_folder_is_a_usage_error_and_writes_nothing(tmp_path, capsys, suffix):
+    """`index REF a/` wrote the manifest as a/.bmi and the data files as hidden files beside a/:
+    a second index at b/ replaced the first one's data."""
+    from bowmap.cli import main
+
+    fasta = write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCA" * 50)])
+    (tmp_path / "a").mkdir()
+    before = sorted(os.listdir(tmp_path))
+    prefix = str(tmp_path / "a") + suffix
+    assert main(["index", fasta, prefix]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"bowmap: error: PREFIX {prefix!r} names a folder"), err
+    assert sorted(os.listdir(tmp_path)) == before and os.listdir(tmp_path / "a") == []
+
+
+@pytest.mark.parametrize("spec, message", [("foo", "expected gpu, cpu, all or device indexes"), ("99", "there is no device 99")])
+def test_index_checks_devices_as_align_does(tmp_path, capsys, spec, message):
+    """`index --devices foo` was accepted when the reference was small (no device query)."""
+    from bowmap.cli import main
+
+    fasta = write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCA" * 50)])
+    assert main(["index", fasta, str(tmp_path / "ref"), "--devices", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+    assert sorted(os.listdir(tmp_path)) == ["ref.fa"]
+    assert main(["-q", "index", fasta, str(tmp_path / "ref"), "--devices", "cpu"]) == 0  # a good one still works

@@ -210,3 +210,59 @@ def test_cli_bad_input_files(tmp_path, capsys):
         assert code == 1
         lines = err.strip().splitlines()
         assert len(lines) == 1 and needle in lines[0], err
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_pieces_are_clamped_and_long_jobs_launch_in_slices(device, matcher, method, monkeypatch):
+    """`--pieces 1e9` ran 159 s for a 0.2 s job: a piece now owns at least a pattern's length
+    of text. With one DP cell a launch, every piece (or group) is a launch of its own, and the
+    result is the same."""
+    rng = np.random.default_rng(8)
+    text, pattern = random_bytes(rng, 50, b"ACGT"), random_bytes(rng, 7, b"ACGT")
+    want = reference.best_match(pattern, text)
+    monkeypatch.setattr("bowmap.modules.asm.kernels.CELLS_PER_LAUNCH", 1)
+    for pieces in (10**9, 7, 3):
+        matches = approximate_match(device, [pattern, pattern[:5]], text, method, pieces, matcher=matcher)
+        assert (matches.distance[0], matches.start[0], matches.end[0]) == want
+        assert (matches.distance[1], matches.start[1], matches.end[1]) == reference.best_match(pattern[:5], text)
+        launches = len(matcher.last_kernel_events)
+        if method == "dp":
+            assert launches == min(pieces, 50 // 7)  # one piece a launch, at most n // m pieces
+        else:
+            assert launches > 1
+
+
+def test_lowercase_is_read_as_bases(tmp_path, capsys):
+    """Soft-masked (lowercase) text gave a meaningless distance: case is ignored now."""
+    patterns = write_fasta(tmp_path / "x.fa", [("upper", "ACGTTGCA"), ("lower", "acgttgca")])
+    texts = write_fasta(tmp_path / "y.fa", [("masked", "ggggacgtTGCAgggg")])
+    code, out, err = run_cli(capsys, "-q", "asm", patterns, texts, "--devices", "cpu")
+    assert code == 0, err
+    assert out.splitlines()[1:] == ["upper\tmasked\t0\t5\t12", "lower\tmasked\t0\t5\t12"]
+
+
+def test_sigterm_stops_a_long_run_promptly(tmp_path):
+    """A long job answered SIGTERM only when its one kernel launch ended (50 s late)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = np.random.default_rng(2)
+    patterns = write_fasta(tmp_path / "x.fa", [("p", random_bytes(rng, 3000, b"ACGT").decode())])
+    texts = write_fasta(tmp_path / "y.fa", [("t", random_bytes(rng, 3_000_000, b"ACGT").decode())])
+    process = subprocess.Popen([sys.executable, "-m", "bowmap", "-q", "asm", patterns, texts, "--devices", "cpu", "-o", str(tmp_path / "out.tsv")],
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # past the start-up and the kernel build, into the 9e9-cell DP
+    if process.poll() is not None:
+        pytest.skip("the job finished before the signal: a fast device")
+    process.send_signal(signal.SIGTERM)
+    sent = time.perf_counter()
+    try:
+        err = process.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail("no exit 30 s after SIGTERM")
+    assert process.returncode == 143 and "terminated" in err, err
+    assert time.perf_counter() - sent < 10
+    assert not (tmp_path / "out.tsv").exists()

@@ -274,3 +274,63 @@ def test_fastest_kernel_is_a_kernel(device):
     comparer = motifs.MotifComparer(device, tables)
     assert comparer.fastest_kernel() == "thread-to-pair"  # too few pairs for a trial
     assert comparer.fastest_kernel(sample_pairs=3) in motifs.KERNELS
+
+
+def forced_size_mismatches(device, sizes, kernels=motifs.KERNELS) -> list[str]:
+    """Every kernel of ``kernels`` at each forced work-group size, with the default local cache
+    and one of a few keys (chunks), against the reference: the mismatches, as text."""
+    wrong = []
+    for seed, (count, k, distance, encoding, hash_name, buckets) in enumerate(
+        [(7, 8, 1, "32", "djb2", 8), (13, 6, 2, "64", "universal", 3), (40, 5, 1, "32", "xor", 1)]
+    ):
+        regions = planted_regions(np.random.default_rng(seed), count, (5, 60), k)
+        options = motifs.TableOptions(k=k, distance=distance, encoding=encoding, hash=hash_name, buckets=buckets)
+        expected = reference.all_pair_scores(regions, k, distance)
+        tables = motifs.build_tables(*motifs.concatenate_regions(regions), options)
+        for size in sizes:
+            comparer = motifs.MotifComparer(device, tables)
+            comparer.work_group_size = size
+            for kernel in kernels:
+                for cache_bytes in (None, 64):
+                    got = comparer.compare(kernel, cache_bytes=cache_bytes)
+                    if not np.array_equal(got, expected):
+                        wrong.append(f"{count} regions, {kernel}, work-group {size}, cache {cache_bytes}: {int((got != expected).sum())} scores differ")
+    return wrong
+
+
+def test_every_kernel_equals_the_reference_whatever_the_work_group_size(device):
+    """A kernel must not depend on its work-group size (issue 22, item 13: a wrong S_0 on a
+    16-core Xeon's PoCL 5, where the group size and compute units differ from CI's)."""
+    import pyopencl as cl
+
+    comparer = motifs.MotifComparer(device, motifs.build_tables(np.zeros(8, np.uint8), [0], [8], motifs.TableOptions(k=4)))
+    largest = comparer._kernel("thread_to_pair").get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, device.device)
+    assert forced_size_mismatches(device, sorted({1, 2, 3, 7, 64, largest})) == []
+
+
+def test_kernels_hold_under_pocls_serial_work_group_compiler():
+    """PoCL's "loops" work-group compiler (POCL_WORK_GROUP_METHOD, read when a kernel is
+    compiled, so in a process of its own) lost a work-item's running sum carried across
+    barriers: thread-to-pair-hash at work-group size 2 on Debian's PoCL 3.1. Every PoCL CPU
+    device here that builds kernels is tried."""
+    import os
+    import subprocess
+    import sys
+
+    from bowmap.runtime.devices import build_problem, list_devices
+
+    pocl = [info.index for info in list_devices() if "Portable" in info.platform and build_problem(info.index) is None]
+    if not pocl:
+        pytest.skip("no PoCL device")
+    script = (
+        "import sys; sys.path[:0] = ['tests', 'tests/modules']\n"
+        "from test_motifs import forced_size_mismatches\n"
+        "from bowmap.runtime.devices import open_devices\n"
+        f"for index in {pocl!r}:\n"
+        "    print(*forced_size_mismatches(open_devices(str(index))[0], (2, 3), ('thread-to-pair', 'thread-to-pair-hash')), sep='\\n')\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=500,
+                          env={**os.environ, "POCL_WORK_GROUP_METHOD": "loops"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "", done.stdout

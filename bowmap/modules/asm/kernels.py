@@ -22,7 +22,7 @@ import numpy as np
 import pyopencl as cl
 
 from bowmap.modules.asm.reference import match_start
-from bowmap.runtime.devices import DeviceContext, ReusedBuffer
+from bowmap.runtime.devices import DeviceContext, ReusedBuffer, wait_idle
 
 SOURCE = "modules/asm.cl"
 METHODS = ("dp", "bitvector")
@@ -34,6 +34,9 @@ PIECE_PATTERN_LENGTHS = 4
 # Work-groups (or 64-row words) resident a compute unit that the default piece count aims at.
 DIAGONAL_GROUPS_PER_UNIT = 8
 BITVECTOR_ITEMS_PER_UNIT = 2048
+# DP cells one launch covers at most: a long job runs as several launches, and between them the
+# host waits asleep (wait_idle), so ^C and SIGTERM are handled within about one launch's time.
+CELLS_PER_LAUNCH = 1 << 28
 # --all returns a distance for every end: patterns go in slices whose table stays this small.
 DISTANCE_TABLE_BYTES = 256 << 20
 
@@ -101,6 +104,7 @@ class ApproximateMatcher:
         self._kernels: dict[tuple, cl.Kernel] = {}
         # The latest DP kernel launch (not the reduction): benchmarks read its device time.
         self.last_kernel_event: cl.Event | None = None
+        self.last_kernel_events: list = []  # every launch of the latest call (long jobs run in slices)
 
     def _kernel(self, name: str, rows_per_item: int = 1) -> cl.Kernel:
         key = (name, rows_per_item)
@@ -168,7 +172,10 @@ class ApproximateMatcher:
         if n >= 2**32 - 1 or lengths.max() >= 2**24:
             raise ValueError("texts must be shorter than 2^32 - 1 symbols and patterns than 2^24")
         longest = int(lengths.max())
-        pieces = self.default_pieces(method, n, longest) if pieces is None else max(1, min(int(pieces), n))
+        # A piece owns at least a pattern's length of ends: more pieces only repeat the 2m
+        # overlap's work (--pieces 10^9 on a 48 kb text ran 159 s for a 0.2 s job).
+        most_pieces = max(1, n // longest)
+        pieces = self.default_pieces(method, n, longest) if pieces is None else max(1, min(int(pieces), most_pieces))
         # The overlap only has to be 2m - 1; 2m keeps the paper's S + 2m pieces.
         overlap = 2 * longest
 
@@ -193,20 +200,30 @@ class ApproximateMatcher:
         distances_device = self._distances.at_least(count * n * 4 if all_distances else 4)
         piece_best = self._piece_best.at_least(count * pieces * 8)
         common = (np.uint32(pieces), np.uint32(overlap), np.uint32(all_distances), distances_device, piece_best)
+        cells_a_piece = (math.ceil(n / pieces) + overlap) * longest
+        self.last_kernel_events = []
         if method == "dp":
-            self.last_kernel_event = kernel(
-                self.queue, (items * pieces, count), (items, 1),
-                text, np.uint32(n), pattern_data, lengths_device, np.uint32(rows), *common,
-                cl.LocalMemory(2 * items * 4),
-            )
+            per_launch = max(1, CELLS_PER_LAUNCH // (cells_a_piece * count))
+            for first in range(0, pieces, per_launch):
+                wait_idle(self.queue)  # asleep: a signal is handled here
+                self.last_kernel_event = kernel(
+                    self.queue, (items * min(per_launch, pieces - first), count), (items, 1),
+                    text, np.uint32(n), pattern_data, lengths_device, np.uint32(rows), *common,
+                    cl.LocalMemory(2 * items * 4), np.uint32(first),
+                )
+                self.last_kernel_events.append(self.last_kernel_event)
         else:
             size = words * per_group
             groups = math.ceil(pieces / per_group) * count
-            self.last_kernel_event = kernel(
-                self.queue, (size * groups,), (size,),
-                text, np.uint32(n), pattern_data, np.uint32(encoded.symbols), lengths_device,
-                np.uint32(words), *common, cl.LocalMemory(2 * size * 4),
-            )
+            per_launch = max(1, CELLS_PER_LAUNCH // (cells_a_piece * per_group))
+            for first in range(0, groups, per_launch):
+                wait_idle(self.queue)
+                self.last_kernel_event = kernel(
+                    self.queue, (size * min(per_launch, groups - first),), (size,),
+                    text, np.uint32(n), pattern_data, np.uint32(encoded.symbols), lengths_device,
+                    np.uint32(words), *common, cl.LocalMemory(2 * size * 4), np.uint32(first),
+                )
+                self.last_kernel_events.append(self.last_kernel_event)
         best = self._reduce(piece_best, pieces, count)
         if all_distances:
             cl.enqueue_copy(self.queue, distances, distances_device, is_blocking=True)
@@ -230,6 +247,7 @@ class ApproximateMatcher:
         size = 1 << (min(largest, max(1, pieces)).bit_length() - 1)  # a power of two <= both
         best_device = self._best.at_least(count * 8)
         kernel(self.queue, (size * count,), (size,), piece_best, np.uint32(pieces), best_device, cl.LocalMemory(size * 8))
+        wait_idle(self.queue)  # asleep, not in a blocking call: a signal is handled while the kernels run
         best = np.empty(count, dtype=np.uint64)
         cl.enqueue_copy(self.queue, best, best_device, is_blocking=True)
         return best

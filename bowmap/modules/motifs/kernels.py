@@ -366,12 +366,18 @@ class MotifComparer:
         program = self.device.program(SOURCE, self._build_options + extra)
         return self._cl.Kernel(program, name)
 
+    # Tests and benchmarks: a work-group size to force on every kernel (within the kernel's
+    # largest), in place of the one taken from the device's preferred multiple.
+    work_group_size: int | None = None
+
     def _group_size(self, kernel, scale: int) -> tuple[int, int]:
-        """(work-group size, preferred multiple): scale x the preferred multiple, within limits."""
+        """(work-group size, preferred multiple): scale x the preferred multiple, within limits
+        (``work_group_size`` when set); the multiple never exceeds the size."""
         info = self._cl.kernel_work_group_info
         multiple = kernel.get_work_group_info(info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, self.device.device)
         largest = kernel.get_work_group_info(info.WORK_GROUP_SIZE, self.device.device)
-        return max(1, min(largest, multiple * scale)), max(1, min(largest, multiple))
+        width = max(1, min(largest, self.work_group_size or multiple * scale))
+        return width, max(1, min(width, multiple))
 
     def _pair_range(self, rows):
         """(first row, last row, first packed pair, pair count) of the rows [first, last)."""
@@ -494,6 +500,7 @@ class MotifComparer:
         else:
             capacity = max(1, min(longest, budget // key_bytes))
             local = (cl.LocalMemory(capacity * key_bytes), np.uint32(capacity))
+        local += (cl.LocalMemory(4 * width),)  # each work-item's sum (see motifs.cl)
         rows_device = self._upload_temporary(group_rows.astype(np.uint32))
         columns_device = self._upload_temporary(group_columns.astype(np.uint32))
         launch = 1 << 16  # work-groups a launch: no single launch runs for long
