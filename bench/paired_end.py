@@ -120,7 +120,7 @@ def build_indexes(reference, args, bowmap: list[str]) -> dict[str, Path]:
     }
     done = {"bowmap": ".bmi", "bwa": ".bwt", "minimap2": ""}
     for tool, prefix in prefixes.items():
-        if tool != "bowmap" and shutil.which(tool) is None:
+        if (tool != "bowmap" and shutil.which(tool) is None) or (args.only and tool not in args.only.split(",")):
             continue
         marker = Path(str(prefix) + done[tool])
         if marker.exists():

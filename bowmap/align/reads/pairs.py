@@ -267,6 +267,7 @@ def first_pair_error(first: str, second: str | None, max_read_length: int, found
 # Search for a mate's record this far around the place the files' sizes predict, doubling up to
 # the last: R2 records a few bytes longer or shorter than R1's shift the place slowly.
 _MATE_SEARCH_BYTES = [1 << 16, 1 << 20, 1 << 24, 1 << 27]
+_RECORD_ROOM = 1 << 16  # bytes beyond a record's sequence and quality: its header and '+' line
 
 
 def paired_ranges(first: str, second: str, chunk_bases: int, max_read_length: int) -> list[PairedRange] | None:
@@ -317,7 +318,10 @@ def _mate_record(descriptor: int, path: str, name: bytes, estimate: int, low: in
         return None
     for reach in _MATE_SEARCH_BYTES:
         start = max(low, estimate - reach)
-        end = min(size, estimate + reach + longest_record(max_read_length))
+        # Room for the record found last to end inside what is read (a record cut short is
+        # looked for again in the next, wider, search), not longest_record's 256 MiB: that
+        # read 20 s of page cache before the first chunk of 2 M pairs.
+        end = min(size, estimate + reach + 4 * max_read_length + _RECORD_ROOM)
         base = max(start - 1, 0)
         data = read_at(descriptor, path, base, end - base)
         needle = (b"@" if base == 0 and start == 0 else b"\n@") + name
