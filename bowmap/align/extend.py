@@ -114,6 +114,19 @@ def best_two(
     return best, best_score, second_score
 
 
+def suboptimal_counts(read, score, count, best_score, delta: int, reverse, end) -> np.ndarray:
+    """For each of ``count`` reads: how many alignments other than its best score within
+    ``delta`` of it (bwa's sub_n), each counted once however many overlapping windows found it
+    (ends within SAME_ALIGNMENT_BASES on one strand are one alignment; the best's own are not
+    counted)."""
+    near = np.flatnonzero(score.astype(np.int64) >= best_score[read] - delta)
+    near = near[np.lexsort((end[near], reverse[near], read[near]))]
+    r, s, e = read[near], reverse[near], end[near]
+    new = np.r_[True, (r[1:] != r[:-1]) | (s[1:] != s[:-1]) | (e[1:] - e[:-1] > SAME_ALIGNMENT_BASES)] if len(near) else np.zeros(0, dtype=bool)
+    alignments = np.bincount(r[new], minlength=count) if len(near) else np.zeros(count, dtype=np.int64)
+    return np.maximum(alignments - 1, 0)  # the best is one of them
+
+
 def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions, rescuer=None):
     """Smith-Waterman over every candidate window, then the traceback of each read's best.
 
@@ -122,7 +135,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, sc
     perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`), scored and ranked with the others."""
     extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
     scored = extender.scored(windows, rescuer)
-    return extender.alignments(scored, scored.best, scored.best_score, scored.second_score)
+    return extender.alignments(scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal)
 
 
 @dataclass
@@ -137,6 +150,7 @@ class Scored:
     best: np.ndarray
     best_score: np.ndarray
     second_score: np.ndarray
+    suboptimal: np.ndarray  # other alignments scoring within Extender.delta of the best (bwa's sub_n)
 
     def text_end(self) -> np.ndarray:
         """Exclusive text position where each window's best alignment ends."""
@@ -157,6 +171,9 @@ class Extender:
         self.read_codes = smith_waterman.send_reads(chunk.both_codes)  # once for every call below
         self.read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
         self.read_lengths = np.concatenate((self.lengths, self.lengths))
+        # Alignments this close to a read's best count against its MAPQ (bwa's sub_n: the cost
+        # of one mismatch or one 1-base gap).
+        self.delta = max(scoring.match + scoring.mismatch, scoring.gap_open + scoring.gap_extend)
 
     def _sequences(self, windows: Windows):
         return self.read_codes, self.read_offsets, self.read_lengths, self.device_text, windows.start, windows.end - windows.start
@@ -173,7 +190,7 @@ class Extender:
     def scored(self, windows: Windows, rescuer=None) -> Scored:
         """Every window scored and ranked; with a ``rescuer``, poor reads' dense-seed windows too."""
         score, read_end, window_end = self.score(windows)
-        scored = Scored(windows, score, read_end, window_end, *_ranked(self.chunk, windows, score, window_end, self.count))
+        scored = Scored(windows, score, read_end, window_end, *_ranked(self.chunk, windows, score, window_end, self.count, self.delta))
         seed_options = self.options.seed
         if rescuer is not None and seed_options.rescue_interval:
             scoring, lengths = self.scoring, self.lengths
@@ -201,16 +218,16 @@ class Extender:
         window_end = np.concatenate((scored.window_end, extra_end))
         ranked_again = ranked_again[np.argsort(windows.read[ranked_again], kind="stable")]
         subset = Windows(*(getattr(windows, name)[ranked_again] for name in Windows.FIELDS))
-        again = _ranked(self.chunk, subset, score[ranked_again], window_end[ranked_again], self.count)
-        best, best_score, second_score = scored.best.copy(), scored.best_score.copy(), scored.second_score.copy()
+        again = _ranked(self.chunk, subset, score[ranked_again], window_end[ranked_again], self.count, self.delta)
+        best, best_score, second_score, suboptimal = (array.copy() for array in (scored.best, scored.best_score, scored.second_score, scored.suboptimal))
         best[reads] = np.where(again[0][reads] >= 0, ranked_again[np.maximum(again[0][reads], 0)], -1)
-        best_score[reads], second_score[reads] = again[1][reads], again[2][reads]
-        return Scored(windows, score, read_end, window_end, best, best_score, second_score)
+        best_score[reads], second_score[reads], suboptimal[reads] = again[1][reads], again[2][reads], again[3][reads]
+        return Scored(windows, score, read_end, window_end, best, best_score, second_score, suboptimal)
 
     def minimum(self) -> np.ndarray:
         return minimum_scores(self.lengths, self.scoring, self.options.end_to_end, self.options.min_score)
 
-    def alignments(self, scored: Scored, chosen_window, compared_score, second_score, mapq=None, proper=None):
+    def alignments(self, scored: Scored, chosen_window, compared_score, second_score, suboptimal, mapq=None, proper=None):
         """ChunkAlignments of the windows ``chosen_window`` (one a read, -1: none), traced back on
         the device. A read is reported when its alignment's own score (AS) reaches the minimum,
         as BWA-MEM's -T; ``compared_score`` (the score it was chosen by, see :meth:`score`) + 2
@@ -250,7 +267,7 @@ class Extender:
         score_out[mapped] = traced_score
         second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
         if mapq is None:
-            mapq = mapping_quality(np.where(mapped, compared_score, 0), second, lengths, self.scoring)
+            mapq = mapping_quality(np.where(mapped, compared_score, 0), second, lengths, self.scoring, suboptimal)
         return ChunkAlignments(
             mapped=mapped,
             reverse=np.where(mapped, windows.reverse[np.maximum(chosen_window, 0)], False) if len(windows) else mapped.copy(),
@@ -265,10 +282,13 @@ class Extender:
         )
 
 
-def _ranked(chunk, windows: Windows, score, window_end, count: int):
-    """best_two over a chunk's scored windows (sorted by read), ties broken by tie_breakers."""
+def _ranked(chunk, windows: Windows, score, window_end, count: int, delta: int):
+    """best_two over a chunk's scored windows (sorted by read), ties broken by tie_breakers, and
+    each read's sub-optimal alignment count (suboptimal_counts within ``delta``)."""
     tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start, score)
-    return best_two(windows.read, score, count, tie_breaker, windows.reverse, windows.start + window_end)
+    end = windows.start + window_end
+    best, best_score, second_score = best_two(windows.read, score, count, tie_breaker, windows.reverse, end)
+    return best, best_score, second_score, suboptimal_counts(windows.read, score, count, best_score, delta, windows.reverse, end)
 
 
 # Window lengths enter _new_windows's keys modulo this: windows are at most a read (up to 4096

@@ -1,36 +1,40 @@
 """Mapping quality (MAPQ) from the best and second-best alignment scores of each read.
 
-The formula follows BWA-MEM's ``mem_approx_mapq_se`` with the read length standing in for the
-seed coverage (bowmap keeps no per-hit seed coverage), for local alignment scores:
+The formula is BWA-MEM's current one (``mem_approx_mapq_se`` of bwa 0.7.17, its default ``-Q 50``
+branch), with the read length in place of the alignment's span:
 
 * ``a`` = match bonus, ``b`` = mismatch penalty (``scoring.match``, ``scoring.mismatch``, both > 0);
-  ``L`` = read length in bases; ``S1`` = best score; ``S2`` = second-best score.
-* ``sub`` = ``max(S2, SUBOPTIMAL_FLOOR_BASES * a)``: a second hit is never assumed to be worse than
-  a bare exact seed of 20 bases (BWA uses its minimum seed length, 19), so a read with no
-  second-best hit still gets a finite MAPQ that grows with its length.
-* ``MAPQ = 0`` when ``S1 <= 0`` or ``sub >= S1`` (ties, and best hits no better than a seed).
-* Otherwise ``q = floor(30 * (1 - sub / S1) * ln(L) + 0.499)``; with the identity
-  ``i = 1 - (L * a - S1) / ((a + b) * L)`` (fraction of bases not lost to mismatches), a hit below
-  95 % identity is scaled: ``q = floor(q * i * i + 0.499)``; the result is clipped to 0..60.
+  ``L`` = read length; ``S1`` = best score; ``S2`` = second-best score (another alignment, not the
+  best found again through an overlapping window); ``n`` = other alignments scoring within
+  ``max(a + b, gap open + extend)`` of the best (bwa's ``sub_n``).
+* ``sub`` = ``max(S2, MIN_SEED_BASES * a)``: a second hit is never assumed worse than a bare exact
+  seed of 19 bases, as bwa; ``MAPQ = 0`` when ``S1 <= 0`` or ``sub >= S1``.
+* identity ``i = 1 - (L a - S1) / ((a + b) L)``; ``t = i^2`` for reads under 50 bases, else
+  ``t = i^2 ln(50) / ln(L)``;
+* ``q = int(6.02 (S1 - sub) / a * t^2 + 0.499)``, less ``int(4.343 ln(n + 1) + 0.499)`` when
+  ``n > 0``; clipped to 0..60.
 
-MAPQ 255 ("not available") is never produced.
+bwa then scales by ``1 - frac_rep`` (the share of the read covered by seeds occurring more than
+500 times); bowmap does not yet (see the README). MAPQ 255 ("not available") is never produced.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-# A second-best hit is assumed at least as good as an exact seed of this many bases.
-SUBOPTIMAL_FLOOR_BASES = 20
+# A second-best hit is assumed at least as good as an exact seed of this many bases (bwa's -k 19).
+MIN_SEED_BASES = 19
 MAXIMUM_MAPQ = 60
+# Reads at least this long have their MAPQ scaled by ln(50) / ln(L) (bwa's mapQ_coef_len).
+LENGTH_COEFFICIENT = 50
 # Sentinel for "no second-best score" in the int32 score arrays.
 NO_SCORE = np.iinfo(np.int32).min
 
 
-def mapping_quality(score, second_score, read_lengths, scoring) -> np.ndarray:
+def mapping_quality(score, second_score, read_lengths, scoring, suboptimal=None) -> np.ndarray:
     """MAPQ (uint8[n], 0..60) of reads with best ``score`` and ``second_score`` (``NO_SCORE`` when
-    none), ``read_lengths`` in bases, under ``scoring`` (any object with integer attributes
-    ``match`` and ``mismatch``, the match bonus and the mismatch penalty, both positive)."""
+    none), ``read_lengths`` in bases and ``suboptimal`` other alignments near the best (None: 0),
+    under ``scoring`` (integer attributes ``match`` and ``mismatch``, both positive)."""
     match = float(scoring.match)
     mismatch = float(scoring.mismatch)
     if match <= 0 or mismatch <= 0:
@@ -38,11 +42,13 @@ def mapping_quality(score, second_score, read_lengths, scoring) -> np.ndarray:
     best = np.asarray(score, dtype=np.int64).astype(np.float64)
     second = np.asarray(second_score, dtype=np.int64)
     lengths = np.maximum(np.asarray(read_lengths, dtype=np.int64), 1).astype(np.float64)
-    suboptimal = np.maximum(np.where(second == NO_SCORE, -np.inf, second.astype(np.float64)), SUBOPTIMAL_FLOOR_BASES * match)
-    usable = (best > 0) & (suboptimal < best)
-    safe_best = np.where(usable, best, 1.0)
-    quality = np.floor(30.0 * (1.0 - suboptimal / safe_best) * np.log(lengths) + 0.499)
+    sub = np.maximum(np.where(second == NO_SCORE, -np.inf, second.astype(np.float64)), MIN_SEED_BASES * match)
+    usable = (best > 0) & (sub < best)
     identity = 1.0 - (lengths * match - best) / ((match + mismatch) * lengths)
-    quality = np.where(identity < 0.95, np.floor(quality * identity * identity + 0.499), quality)
+    scale = np.where(lengths < LENGTH_COEFFICIENT, 1.0, np.log(LENGTH_COEFFICIENT) / np.log(np.maximum(lengths, 2.0))) * identity * identity
+    quality = np.trunc(6.02 * (best - sub) / match * scale * scale + 0.499)
+    if suboptimal is not None:
+        others = np.asarray(suboptimal, dtype=np.float64)
+        quality -= np.where(others > 0, np.trunc(4.343 * np.log(others + 1.0) + 0.499), 0.0)
     quality = np.clip(np.where(usable, quality, 0.0), 0, MAXIMUM_MAPQ)
     return quality.astype(np.uint8)

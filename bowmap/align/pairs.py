@@ -325,7 +325,7 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
         scored = extender.add(scored, extra, rescued)
     window, chosen_score = scored.best.copy(), scored.best_score.copy()
     second = scored.second_score.copy()
-    mapq = mapping_quality(np.where(window >= 0, chosen_score, 0), second, extender.lengths, scoring)
+    mapq = mapping_quality(np.where(window >= 0, chosen_score, 0), second, extender.lengths, scoring, scored.suboptimal)
     proper = np.zeros(count, dtype=bool)
     if model.failed:
         return scored, PairChoice(window, chosen_score, second, mapq, proper)
@@ -342,7 +342,7 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             chosen_score[reads] = scored.score[chosen]
             # The best among the read's other alignments: its own best when another was chosen.
             second[reads] = np.where(chosen == scored.best[reads], scored.second_score[reads], scored.best_score[reads])
-        single = mapping_quality(chosen_score, second, extender.lengths, scoring).astype(np.int64)
+        single = mapping_quality(chosen_score, second, extender.lengths, scoring, scored.suboptimal).astype(np.int64)
         against = np.maximum(second_pair[wins], unpaired[wins])
         pair_mapq = np.floor(6.02 * (pair_score[wins] - against) / scoring.match + 0.499).astype(np.int64)
         pair_mapq -= np.where(suboptimal[wins] > 0, np.floor(4.343 * np.log(suboptimal[wins] + 1) + 0.499), 0).astype(np.int64)

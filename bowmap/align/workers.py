@@ -57,7 +57,7 @@ class DeviceWorker:
             if chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
                 return b"", 0, 0, 0, sample_observations(scored, extender)
             scored, choice = choose_pairs(scored, extender, chunk.insert_model, self.options.unpaired_penalty)
-            alignments = extender.alignments(scored, choice.window, choice.score, choice.second, choice.mapq, choice.proper)
+            alignments = extender.alignments(scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq, choice.proper)
             proper = int(alignments.proper.sum())
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)

@@ -331,17 +331,20 @@ def test_secondary_lines_and_computed_mapq():
 
 
 def test_mapq_formula():
+    """bwa 0.7.17's mem_approx_mapq_se (default -Q 50), written plainly, on random score tuples."""
+
     class Scoring:
         match, mismatch = 1, 4
 
-    def scalar(best, second, length):
-        sub = max(second if second != NO_SCORE else -math.inf, 20 * 1)
+    def scalar(best, second, length, others):
+        sub = max(second if second != NO_SCORE else -math.inf, 19)
         if best <= 0 or sub >= best:
             return 0
-        quality = int(30 * (1 - sub / best) * math.log(length) + 0.499)
         identity = 1 - (length - best) / (5 * length)
-        if identity < 0.95:
-            quality = int(quality * identity * identity + 0.499)
+        scale = (1.0 if length < 50 else math.log(50) / math.log(length)) * identity * identity
+        quality = int(6.02 * (best - sub) * scale * scale + 0.499)
+        if others > 0:
+            quality -= int(4.343 * math.log(others + 1) + 0.499)
         return min(max(quality, 0), 60)
 
     rng = np.random.default_rng(5)
@@ -349,11 +352,14 @@ def test_mapq_formula():
     best = (rng.random(2000) * lengths * 1.1).astype(np.int32) - 5
     second = np.where(rng.random(2000) < 0.6, best - rng.integers(0, 30, size=2000), NO_SCORE).astype(np.int32)
     second[:50] = best[:50]  # ties
-    got = mapping_quality(best, second, lengths, Scoring())
+    others = np.where(rng.random(2000) < 0.3, rng.integers(1, 40, size=2000), 0)
+    got = mapping_quality(best, second, lengths, Scoring(), others)
     assert got.dtype == np.uint8 and got.max() <= 60
-    assert list(got) == [scalar(int(b), int(s), int(n)) for b, s, n in zip(best, second, lengths)]
+    assert list(got) == [scalar(int(b), int(s), int(n), int(o)) for b, s, n, o in zip(best, second, lengths, others)]
     assert (got[:50] == 0).all()
     assert mapping_quality([150], [NO_SCORE], [150], Scoring())[0] == 60  # perfect and unique
+    assert mapping_quality([150], [140], [150], Scoring())[0] == 37  # bwa's value for these scores
+    assert mapping_quality([150], [140], [150], Scoring(), [1])[0] == 34  # one more near the best
     assert mapping_quality([150], [145], [150], Scoring())[0] < mapping_quality([150], [100], [150], Scoring())[0]
 
 
