@@ -54,6 +54,17 @@ def add_parser(subparsers):
     output.add_argument("--no-unal", action="store_true", help="leave unaligned reads out")
     output.add_argument("--rg-id", metavar="ID", help="read group ID: an @RG header line and an RG tag on every read")
     output.add_argument("--rg", action="append", default=[], metavar="TAG:VALUE", help="more @RG fields (repeatable; needs --rg-id)")
+    part = parser.add_argument_group("part of the input (one job of several: see workflow/ and the README)")
+    part.add_argument(
+        "-s", "--skip", type=int, default=0, metavar="N",
+        help="leave out the first N reads (pairs for paired input), as bowtie2's -s; with -I left out, "
+        "the insert-size model is still estimated from the input's first 25,000 pairs (default 0)",
+    )
+    part.add_argument(
+        "-u", "--upto", type=int, metavar="N",
+        help="map N reads (pairs) after those skipped, then stop, as bowtie2's -u (default: to the end). "
+        "Jobs mapping --skip K*N --upto N for K = 0, 1, ... give together the records of one whole run",
+    )
     parser.add_argument("--chunk-bases", type=int, default=4 << 20, metavar="N", help="bases of reads per chunk (default 4 Mi)")
     parser.add_argument("--serial", action="store_true", help="debugging: no threads, one device queue")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
@@ -83,6 +94,10 @@ def run(args) -> int:
                           clip_penalty=args.clip_penalty)
     except ValueError as error:
         raise UsageError(f"scoring options: {error}") from None
+    if args.skip < 0:
+        raise UsageError("--skip must not be negative")
+    if args.upto is not None and args.upto < 1:
+        raise UsageError("--upto must be at least 1")
     if args.rg and not args.rg_id:
         raise UsageError("--rg needs --rg-id")
     if args.interleaved and args.mates is not None:
@@ -115,6 +130,8 @@ def run(args) -> int:
         write_unaligned=not args.no_unal,
         read_group=(args.rg_id, list(args.rg)) if args.rg_id else None,
         chunk_bases=args.chunk_bases,
+        skip=args.skip,
+        upto=args.upto,
         serial=args.serial,
         progress=not args.no_progress and sys.stderr.isatty(),
         command_line=args.command_line,
