@@ -30,6 +30,8 @@ class AlignOptions:
     write_unaligned: bool = True
     read_group: tuple[str, list[str]] | None = None
     chunk_bases: int = 4 << 20
+    skip: int = 0  # records (pairs for paired input) left out at the start: --skip
+    upto: int | None = None  # records mapped after those skipped; None: to the end (--upto)
     serial: bool = False  # debugging: no threads, one device queue
     progress: bool = False
     command_line: str = ""
@@ -37,3 +39,8 @@ class AlignOptions:
     @property
     def paired(self) -> bool:
         return self.mates is not None or self.interleaved
+
+    @property
+    def windowed(self) -> bool:
+        """Only part of the input is mapped (--skip / --upto)."""
+        return self.skip > 0 or self.upto is not None

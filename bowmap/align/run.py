@@ -57,6 +57,7 @@ def run_align(options: AlignOptions) -> dict:
         chunk_bound,
         first_input_error,
         input_chunks,
+        record_window,
     )
     from bowmap.align.reference import ReferenceText, sam_header
     from bowmap.align.smith_waterman import Scoring
@@ -129,8 +130,10 @@ def run_align(options: AlignOptions) -> dict:
             if options.paired:
                 yield from paired_chunks(options, index.max_read_length, model)
                 return
-            # Chunks, or byte ranges of the input that the workers read and parse themselves.
-            for item in input_chunks(options.reads, options.chunk_bases, index.max_read_length):
+            # Chunks, or byte ranges of the input that the workers read and parse themselves
+            # (parsed here for --skip/--upto: a range's record count is known once parsed).
+            items = input_chunks(options.reads, options.chunk_bases, index.max_read_length)
+            for item in record_window(items, options.skip, options.upto) if options.windowed else items:
                 bar.handed_out(item)
                 yield item
 
@@ -220,6 +223,7 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
     import dataclasses
 
     from bowmap.align.pairs import SAMPLE_PAIRS
+    from bowmap.align.reads import record_window
     from bowmap.align.reads.chunk import Batch, ReadChunk, concatenate_batches, slice_batch
     from bowmap.align.reads.pairs import paired_ranges, read_pairs
 
@@ -245,5 +249,10 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
             shift = 1
         if ranges is not None:
             held = []  # the ranges hold these pairs too
-    for chunk in itertools.chain(held, chunks):
+    # --skip/--upto cut the pairs after the sample is taken: every part of an input is paired
+    # under the model of the whole input's first pairs, as one run over all of it would be.
+    chunks = itertools.chain(held, chunks)
+    if options.windowed:
+        chunks = record_window(chunks, options.skip, options.upto, unit=2)
+    for chunk in chunks:
         yield dataclasses.replace(chunk, number=chunk.number + shift, insert_model=model.model)

@@ -58,6 +58,17 @@ def add_parser(subparsers):
     output.add_argument("--rg", action="append", default=[], metavar="TAG:VALUE", help="more @RG fields (repeatable; needs --rg-id)")
     output.add_argument("-R", "--read-group", metavar="LINE", help="the whole @RG line, as bwa's -R: '@RG\\tID:x\\tSM:y' (\\t as typed, "
                         "or tabs); instead of --rg-id and --rg")
+    part = parser.add_argument_group("part of the input (one job of several: see workflow/ and the README)")
+    part.add_argument(
+        "-s", "--skip", type=integer(0, 1 << 62), default=0, metavar="N",
+        help="leave out the first N reads (pairs for paired input), as bowtie2's -s; with -I left out, "
+        "the insert-size model is still estimated from the input's first 25,000 pairs (default 0)",
+    )
+    part.add_argument(
+        "-u", "--upto", type=integer(1, 1 << 62), metavar="N",
+        help="map N reads (pairs) after those skipped, then stop, as bowtie2's -u (default: to the end). "
+        "Jobs mapping --skip K*N --upto N for K = 0, 1, ... give together the records of one whole run",
+    )
     parser.add_argument("--chunk-bases", type=integer(1, 1 << 30), default=4 << 20, metavar="N", help="bases of reads per chunk (default 4 Mi)")
     parser.add_argument("--serial", action="store_true", help="debugging: no threads, one device queue")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
@@ -110,6 +121,8 @@ def run(args) -> int:
         write_unaligned=not args.no_unal,
         read_group=read_group,
         chunk_bases=args.chunk_bases,
+        skip=args.skip,
+        upto=args.upto,
         serial=args.serial,
         progress=not args.no_progress and sys.stderr.isatty(),
         command_line=args.command_line,

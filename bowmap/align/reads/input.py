@@ -1,12 +1,14 @@
 """What the align pipeline hands its workers (:func:`input_chunks`): byte ranges they parse
-themselves, or chunks; and the input's first error found again when a range did not parse.
+themselves, or chunks; a window of consecutive records of them (:func:`record_window`, for
+``--skip``/``--upto``); and the input's first error found again when a range did not parse.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterable, Iterator
 
-from bowmap.align.reads.chunk import ReadChunk
+from bowmap.align.reads.chunk import Batch, ReadChunk, slice_batch
 from bowmap.align.reads.pairs import PairedRange
 from bowmap.align.reads.ranges import RangeInputError, ReadRange, fastq_ranges, gzip_ranges
 from bowmap.align.reads.stream import read_chunks
@@ -40,3 +42,34 @@ def first_input_error(path: str, max_read_length: int, found: RangeInputError) -
     except BowmapError as error:
         return error
     return BowmapError(str(found))
+
+
+def record_window(items: Iterable[ReadChunk | ReadRange], skip: int, upto: int | None, unit: int = 1) -> Iterator[ReadChunk]:
+    """The chunks of ``items`` cut to records ``skip`` .. ``skip + upto`` (all to the end when
+    ``upto`` is None), numbered again from 0. A record is ``unit`` reads (2: a pair, whose mates
+    a chunk holds together). Byte ranges are parsed here, since a range's record count is known
+    only once parsed; the items after the window are never read. Chunks keep ``first_read``
+    (their first read in the whole input). Mapping a window gives the same records as mapping
+    everything and keeping the window's: the aligner's output does not depend on chunking."""
+    if skip < 0 or (upto is not None and upto < 0) or unit < 1:
+        raise ValueError("skip and upto must not be negative, unit must be positive")
+    start, end = unit * skip, None if upto is None else unit * (skip + upto)
+    seen, number = 0, 0  # reads before the current chunk; chunks yielded
+    if end == start:
+        return
+    for item in items:
+        chunk = as_chunk(item)
+        low, high = max(start - seen, 0), chunk.count if end is None else min(end - seen, chunk.count)
+        seen += chunk.count
+        if low >= high:
+            continue
+        if (low, high) != (0, chunk.count):
+            batch = slice_batch(Batch(chunk.names, chunk.name_offsets, chunk.codes, chunk.offsets, chunk.qualities), low, high)
+            chunk = dataclasses.replace(
+                chunk, names=batch.names, name_offsets=batch.name_offsets, codes=batch.codes, offsets=batch.offsets,
+                qualities=batch.qualities, first_read=-1 if chunk.first_read < 0 else chunk.first_read + low,
+            )
+        yield dataclasses.replace(chunk, number=number)
+        number += 1
+        if end is not None and seen >= end:
+            return  # the rest of the input is not read
