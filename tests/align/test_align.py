@@ -27,15 +27,6 @@ def run(capsys, *argv):
 
 
 @pytest.fixture(scope="module")
-def indexes(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("indexes")
-    one, many = folder / "one", folder / "many"
-    assert main(["-q", "index", str(LAMBDA), str(one)]) == 0
-    assert main(["-q", "index", str(LAMBDA), str(many), "--device-mem", "48K", "--max-read-length", "150"]) == 0
-    return one, many
-
-
-@pytest.fixture(scope="module")
 def aligned(indexes, tmp_path_factory):
     out = tmp_path_factory.mktemp("aligned") / "out.sam"
     assert main(["-q", "align", str(indexes[0]), str(READS), "-o", str(out), "--devices", "cpu", "--queues-per-device", "2"]) == 0

@@ -289,15 +289,6 @@ def test_random_candidates_match_the_python_reference(seed):
 
 
 @pytest.fixture(scope="module")
-def indexes(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("pair_indexes")
-    one, many = folder / "one", folder / "many"
-    assert main(["-q", "index", str(LAMBDA), str(one)]) == 0
-    assert main(["-q", "index", str(LAMBDA), str(many), "--device-mem", "48K", "--max-read-length", "150"]) == 0
-    return one, many
-
-
-@pytest.fixture(scope="module")
 def paired(indexes, tmp_path_factory):
     out = tmp_path_factory.mktemp("paired") / "pairs.sam"
     assert main(["-q", "align", str(indexes[0]), str(R1), str(R2), "-o", str(out), "--devices", "cpu"]) == 0
