@@ -28,7 +28,22 @@ The reference is E. coli K-12 MG1655 (4,639,675 bp, one contig) from Debian's
 ragout-examples package, fetched with ``apt-get download`` and unpacked with ``dpkg -x`` when it
 is not installed; ``--reference`` indexes any other FASTA (gzipped or not) instead.
 
-Usage: python bench/index_build.py [--repeat N] [--reference REF.fa[.gz]]
+Human scale (issue 20, item 3): ``--bowmap-only --threads 1,2 --device-mem 120M`` builds only
+bowmap indexes, one row per ``--threads`` value (``--device-mem`` forces small blocks where the
+genome is small; ``--max-memory`` is passed on), on ``--reference`` or on a synthetic genome:
+``--human-like-gbp G`` writes (once, cached under bench/work/) the human-like genome of
+bench/human_genome.py, ``--synthetic-mbp M`` bench/fm_search.py's genome. For these rows it
+also prints the build's own prediction (the "predicted peak" log line) beside the measured
+peak of the whole process tree: the sum of VmRSS over ``bowmap index`` and its worker processes,
+sampled every 50 ms (ru_maxrss is the largest single process only), and checks that every
+``--threads`` value wrote byte-identical block files (the manifests' SHA-256s). On the GPU
+machine (16 cores), a 3.1 Gbp genome against the goal of 10 min and 16 GB:
+
+    python bench/index_build.py --bowmap-only --human-like-gbp 3.1 --threads 16
+
+Usage: python bench/index_build.py [--repeat N] [--reference REF.fa[.gz]] [--bowmap-only]
+       [--threads T1,T2,..] [--device-mem SIZE] [--max-memory SIZE]
+       [--human-like-gbp G | --synthetic-mbp M]
 """
 
 from __future__ import annotations
@@ -36,6 +51,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import json
+import re
 import os
 import platform
 import shutil
@@ -66,6 +83,8 @@ class Build:
     wall_seconds: float = float("inf")
     peak_rss_kib: int = 0
     index_bytes: int = 0
+    tree_peak_bytes: int = 0  # largest sum of VmRSS over the command's process tree
+    predicted_bytes: int = 0  # bowmap's "predicted peak" log line, 0 where it printed none
 
     @property
     def prefix(self) -> Path:
@@ -145,18 +164,80 @@ def tool_version(command: list[str], marker: str) -> str:
     return "?"
 
 
-def run_measured(command: list[str], log_path: Path) -> tuple[float, int]:
-    """Run ``command`` with its output in ``log_path``; return (wall seconds, peak RSS in KiB)."""
+def process_tree_rss(root: int) -> int:
+    """Sum of VmRSS (bytes) over ``root`` and all its descendants, read from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields.get("PPid", "0").strip() or 0), []).append(pid)
+        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0]) * 1024
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def run_measured(command: list[str], log_path: Path, sample_tree: bool = False) -> tuple[float, int, int]:
+    """Run ``command`` with its output in ``log_path``; return (wall seconds, peak RSS in KiB,
+    peak of the process tree's summed RSS in bytes, sampled every 50 ms when ``sample_tree``)."""
     with open(log_path, "wb") as log:
         output = [(os.POSIX_SPAWN_DUP2, log.fileno(), 1), (os.POSIX_SPAWN_DUP2, log.fileno(), 2)]
         started = time.perf_counter()
         pid = os.posix_spawnp(command[0], command, os.environ, file_actions=output)
-        _, status, usage = os.wait4(pid, 0)
+        tree_peak = 0
+        while True:
+            reaped, status, usage = os.wait4(pid, os.WNOHANG if sample_tree else 0)
+            if reaped:
+                break
+            tree_peak = max(tree_peak, process_tree_rss(pid))
+            time.sleep(0.05)
         wall_seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
         raise BenchError(f"`{' '.join(command)}` exited {os.waitstatus_to_exitcode(status)}:\n  " + "\n  ".join(tail))
-    return wall_seconds, usage.ru_maxrss  # Linux reports ru_maxrss in KiB
+    return wall_seconds, usage.ru_maxrss, tree_peak  # Linux reports ru_maxrss in KiB
+
+
+def predicted_peak(log_path: Path) -> int:
+    """Bytes of the build's "predicted peak X GiB" log line (0 where there is none)."""
+    found = re.search(r"predicted peak ([0-9.]+) GiB", log_path.read_text(errors="replace"))
+    return int(float(found.group(1)) * 2**30) if found else 0
+
+
+def block_checksums(prefix: Path) -> list:
+    """Each block's (start, length, SHA-256 of its files) from the manifest."""
+    with open(f"{prefix}.bmi", encoding="utf-8") as handle:
+        manifest = json.load(handle)
+    return [
+        (block["start"], block["length"], sorted(entry["sha256"] for entry in block["files"].values()))
+        for block in manifest["blocks"]
+    ]
+
+
+def synthetic_reference(human_like_gbp: float | None, synthetic_mbp: float | None) -> tuple[Path, str]:
+    """The FASTA of a generated genome under bench/work/ (written once), and its description."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if human_like_gbp is not None:
+        import human_genome
+
+        return human_genome.cached_fasta(human_like_gbp), f"bench/human_genome.py, {human_like_gbp:g} Gbp"
+    import fm_search
+
+    path = WORK / f"synthetic_{synthetic_mbp:g}mbp_v{fm_search.GENOME_VERSION}_seed{fm_search.GENOME_SEED}.fa"
+    if not path.exists():
+        WORK.mkdir(parents=True, exist_ok=True)
+        fm_search.write_fasta(path, fm_search.make_genome(int(round(synthetic_mbp * 1e6)), fm_search.GENOME_SEED))
+    return path, f"bench/fm_search.py make_genome, {synthetic_mbp:g} Mbp, seed {fm_search.GENOME_SEED}"
 
 
 def folder_bytes(folder: Path) -> int:
@@ -176,28 +257,55 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=1, metavar="N", help="runs per tool; the best wall time counts (default 1)")
     parser.add_argument("--reference", type=Path, metavar="REF", help=f"FASTA to index (default: {REFERENCE_DESCRIPTION})")
+    parser.add_argument("--bowmap-only", action="store_true", help="build only bowmap indexes (no peers)")
+    parser.add_argument("--threads", metavar="T1,T2", help="one bowmap row per value of --threads, e.g. 1,2")
+    parser.add_argument("--device-mem", metavar="SIZE", help="passed to bowmap index (small: many blocks)")
+    parser.add_argument("--max-memory", metavar="SIZE", help="passed to bowmap index")
+    generated = parser.add_mutually_exclusive_group()
+    generated.add_argument("--human-like-gbp", type=float, metavar="G", help="index bench/human_genome.py's genome of G Gbp")
+    generated.add_argument("--synthetic-mbp", type=float, metavar="M", help="index bench/fm_search.py's genome of M Mbp")
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    try:
+        thread_counts = [int(word) for word in args.threads.split(",")] if args.threads else []
+    except ValueError:
+        parser.error(f"--threads {args.threads!r}: expected whole numbers separated by commas")
+    if (args.human_like_gbp or args.synthetic_mbp) and args.reference:
+        parser.error("--reference and a generated genome exclude each other")
 
     try:
         if args.reference is not None:
             if not args.reference.is_file():
                 raise BenchError(f"{args.reference}: no such file")
             reference, source = args.reference.resolve(), f"--reference {args.reference}"
+        elif args.human_like_gbp or args.synthetic_mbp:
+            reference, source = synthetic_reference(args.human_like_gbp, args.synthetic_mbp)
         else:
             reference, source = packaged_reference(), REFERENCE_DESCRIPTION
         bowmap = find_bowmap()
-        builds = [
-            Build("bowmap index", [bowmap, "index", "{ref}", "{prefix}", "--no-progress"], WORK / "bowmap"),
-            Build(
-                "bowmap index --device-mem 16G",
-                [bowmap, "index", "{ref}", "{prefix}", "--no-progress", "--device-mem", "16G"],
-                WORK / "bowmap_16G",
-            ),
-            Build("bowtie2-build --threads 2", ["bowtie2-build", "--threads", "2", "{ref}", "{prefix}"], WORK / "bowtie2"),
-            Build("bwa index", ["bwa", "index", "-p", "{prefix}", "{ref}"], WORK / "bwa"),
-        ]
+        passed = [option for name, value in (("--device-mem", args.device_mem), ("--max-memory", args.max_memory)) if value for option in (name, value)]
+        base = [bowmap, "index", "{ref}", "{prefix}", "--no-progress"]
+        if thread_counts:
+            builds = [
+                Build(" ".join(["bowmap index --threads", str(count)] + passed), base + ["--threads", str(count)] + passed, WORK / f"bowmap_t{count}")
+                for count in thread_counts
+            ]
+        else:
+            builds = [
+                Build(" ".join(["bowmap index"] + passed), base + passed, WORK / "bowmap"),
+                Build(
+                    "bowmap index --device-mem 16G",
+                    [bowmap, "index", "{ref}", "{prefix}", "--no-progress", "--device-mem", "16G"],
+                    WORK / "bowmap_16G",
+                ),
+            ]
+        bowmap_builds = list(builds)
+        if not args.bowmap_only:
+            builds += [
+                Build("bowtie2-build --threads 2", ["bowtie2-build", "--threads", "2", "{ref}", "{prefix}"], WORK / "bowtie2"),
+                Build("bwa index", ["bwa", "index", "-p", "{prefix}", "{ref}"], WORK / "bwa"),
+            ]
         # bowmap always runs; a peer that is not installed gets a row saying so.
         missing = [build for build in builds if shutil.which(build.command[0]) is None]
         builds = [build for build in builds if build not in missing]
@@ -208,12 +316,18 @@ def main() -> int:
                 shutil.rmtree(build.folder, ignore_errors=True)
                 build.folder.mkdir(parents=True)
                 command = [part.format(ref=reference, prefix=build.prefix) for part in build.command]
-                wall_seconds, peak_rss_kib = run_measured(command, build.folder.with_suffix(".log"))
+                log_path = build.folder.with_suffix(".log")
+                wall_seconds, peak_rss_kib, tree_peak = run_measured(command, log_path, sample_tree=True)
                 build.wall_seconds = min(build.wall_seconds, wall_seconds)
                 build.peak_rss_kib = max(build.peak_rss_kib, peak_rss_kib)
+                build.tree_peak_bytes = max(build.tree_peak_bytes, tree_peak)
+                build.predicted_bytes = predicted_peak(log_path)
                 build.index_bytes = folder_bytes(build.folder)
 
-        for build in builds[:2]:
+        checksums = {build.label: block_checksums(build.prefix) for build in bowmap_builds}
+        if len({json.dumps(value) for value in checksums.values()}) != 1:
+            raise BenchError("bowmap builds wrote different block files: " + ", ".join(checksums))
+        for build in bowmap_builds:
             inspected = subprocess.run([bowmap, "inspect", str(build.prefix)], capture_output=True, text=True)
             if inspected.returncode != 0:
                 raise BenchError(f"`bowmap inspect {build.prefix}` exited {inspected.returncode}: {inspected.stderr.strip()}")
@@ -228,15 +342,17 @@ def main() -> int:
         print(f"index_build: error: {error}", file=sys.stderr)
         return 1
 
-    print(f"{'tool':<30} {'wall s':>7} {'peak RSS MiB':>13} {'index MiB':>10}")
+    width = max(30, *(len(build.label) for build in builds + missing))
+    print(f"{'tool':<{width}} {'wall s':>7} {'peak RSS MiB':>13} {'tree peak GiB':>14} {'predicted GiB':>14} {'index MiB':>10}")
     for build in builds:
+        predicted = f"{build.predicted_bytes / 2**30:.2f}" if build.predicted_bytes else "-"
         print(
-            f"{build.label:<30} {build.wall_seconds:>7.2f} {build.peak_rss_kib / 1024:>13.1f} "
-            f"{build.index_bytes / 2**20:>10.1f}"
+            f"{build.label:<{width}} {build.wall_seconds:>7.2f} {build.peak_rss_kib / 1024:>13.1f} "
+            f"{build.tree_peak_bytes / 2**30:>14.2f} {predicted:>14} {build.index_bytes / 2**20:>10.1f}"
         )
     for build in missing:
-        print(f"{build.label:<30} {'not installed':>7}")
-    print("bowmap inspect: both bowmap indexes load and pass their SHA-256 checks")
+        print(f"{build.label:<{width}} {'not installed':>7}")
+    print(f"bowmap inspect: the {len(bowmap_builds)} bowmap indexes load, pass their SHA-256 checks and hold identical blocks")
     return 0
 
 

@@ -7,7 +7,6 @@ an index that loads.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -19,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 from bowmap.index_builder.blocks import block_bases_for_memory, plan_blocks
 from bowmap.index_builder.fasta import read_reference
-from bowmap.index_builder.fm_block import build_block
+from bowmap.index_builder.fm_block import HashedFile
+from bowmap.index_builder.runner import build_blocks
 
 from bowmap import __version__
 from bowmap.index.format import (
@@ -55,6 +55,10 @@ class IndexOptions:
     sa_sample: int = DEFAULT_SA_SAMPLE
     max_read_length: int = DEFAULT_MAX_READ_LENGTH
     progress: bool = False
+    # Blocks built at once are at most ``threads`` (None: the cores this process may use) and
+    # their predicted peaks stay under ``max_memory`` bytes (None: see memory.default_max_memory).
+    threads: int | None = None
+    max_memory: int | None = None
 
     @property
     def overlap(self) -> int:
@@ -85,12 +89,29 @@ def fill_ambiguous(codes: np.ndarray) -> np.ndarray:
     return text
 
 
-def _write_array(folder: str, name: str, array: np.ndarray) -> dict:
-    """Write ``array`` raw to ``folder/name``; return its manifest entry (name, bytes, sha256)."""
-    array = np.ascontiguousarray(array)
-    with open(os.path.join(folder, name), "wb") as handle:
-        handle.write(memoryview(array).cast("B"))
-    return {"name": name, "bytes": int(array.nbytes), "sha256": hashlib.sha256(memoryview(array).cast("B")).hexdigest()}
+# Bases filled and packed per step of write_packed_text: 64 M bases, temporaries of ~150 MB.
+_PACK_STEP = 1 << 26
+
+
+def write_packed_text(folder: str, name: str, codes: np.ndarray, ambiguous_bases: int) -> dict:
+    """Fill the ambiguous bases of ``codes`` in place (as :func:`fill_ambiguous` does, the same
+    bases) and write them 2 bits a base to ``folder/name`` step by step; the manifest entry."""
+    rng = np.random.default_rng(AMBIGUOUS_FILL_SEED)
+    # One draw for all of them, as fill_ambiguous makes: draws split in parts give other bases.
+    fill = rng.integers(0, 4, size=ambiguous_bases, dtype=np.uint8)
+    used = 0
+    packed = HashedFile(folder, name)
+    try:
+        for first in range(0, len(codes), _PACK_STEP):
+            piece = codes[first : first + _PACK_STEP]
+            ambiguous = np.flatnonzero(piece == AMBIGUOUS)
+            piece[ambiguous] = fill[used : used + len(ambiguous)]
+            used += len(ambiguous)
+            packed.write(pack_2bit(piece))
+    finally:
+        packed.handle.close()
+    assert used == ambiguous_bases, (used, ambiguous_bases)
+    return packed.close()
 
 
 def check_prefix(prefix: str) -> None:
@@ -162,8 +183,6 @@ def _device_limits(options: IndexOptions, total: int, selected: list | None = No
 
 def build_index(options: IndexOptions) -> dict:
     """Build the index; return its manifest. Raises :class:`BowmapError` on bad input."""
-    from tqdm import tqdm
-
     started = time.perf_counter()
     check_prefix(options.prefix)
     selected = _selected_devices(options.devices)
@@ -179,9 +198,8 @@ def build_index(options: IndexOptions) -> dict:
             )
         base = os.path.basename(options.prefix)
         with _Phase("pack reference") as phase:
-            text = fill_ambiguous(reference.codes)
-            del reference.codes
-            pac_entry = _write_array(workspace, f"{base}.pac", pack_2bit(text))
+            pac_entry = write_packed_text(workspace, f"{base}.pac", reference.codes, int(hole_lengths.sum()))
+            del reference.codes  # the blocks read their text back from the .pac file
             phase.what = f"packed reference: {pac_entry['bytes']} bytes"
 
         device_memory, max_allocation = _device_limits(options, total, selected)
@@ -191,25 +209,7 @@ def build_index(options: IndexOptions) -> dict:
             "%d block(s) of at most %d bases (device memory %d bytes, overlap %d bases)",
             len(plan), block_bases, device_memory, options.overlap,
         )
-        blocks = []
-        bar = tqdm(plan, desc="index blocks", unit="block", disable=not options.progress, leave=False)
-        for number, (start, length) in enumerate(bar):
-            with _Phase(f"block {number}: {length} bases from {start}"):
-                arrays = build_block(text[start : start + length], options.sa_sample)
-                files = {
-                    kind: _write_array(workspace, f"{base}.{number}.{kind}", array)
-                    for kind, array in (("occ", arrays.occ), ("mrk", arrays.marks), ("sa", arrays.samples))
-                }
-                blocks.append(
-                    {
-                        "start": start,
-                        "length": length,
-                        "primary": arrays.primary,
-                        "symbol_counts": arrays.symbol_counts.tolist(),
-                        "files": files,
-                    }
-                )
-                del arrays
+        blocks = build_blocks(options, plan, os.path.join(workspace, pac_entry["name"]), workspace, base)
         manifest = {
             "magic": MAGIC,
             "format_version": FORMAT_VERSION,

@@ -8,7 +8,7 @@ import numpy as np
 
 from bowmap.index.format import AMBIGUOUS, ENCODE, INVALID, SAM_REFERENCE_NAME
 from bowmap.runtime.errors import BowmapError
-from bowmap.runtime.fasta import invalid_symbol_error, read_fasta
+from bowmap.runtime.fasta import invalid_symbol_error, iter_fasta
 
 @dataclass
 class Reference:
@@ -24,11 +24,25 @@ class Reference:
     codes: np.ndarray  # uint8
 
     def ambiguous_runs(self) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, lengths) of the maximal runs of ambiguous bases, in concatenated coordinates."""
-        flags = np.zeros(len(self.codes) + 2, dtype=np.int8)
-        flags[1:-1] = self.codes == AMBIGUOUS
-        edges = np.flatnonzero(np.diff(flags))
-        return edges[0::2].astype(np.int64), (edges[1::2] - edges[0::2]).astype(np.int64)
+        """(starts, lengths) of the maximal runs of ambiguous bases, in concatenated coordinates.
+        Worked through in steps of 64 M bases, so the temporaries stay small beside the text."""
+        edges = []
+        previous = False
+        for first in range(0, len(self.codes), _RUNS_STEP):
+            flags = self.codes[first : first + _RUNS_STEP] == AMBIGUOUS
+            changes = np.flatnonzero(flags[1:] != flags[:-1]) + 1
+            if flags[0] != previous:
+                changes = np.concatenate(([0], changes))
+            edges.append(changes + first)
+            previous = bool(flags[-1])
+        if previous:
+            edges.append(np.array([len(self.codes)]))
+        edges = np.concatenate(edges).astype(np.int64) if edges else np.zeros(0, dtype=np.int64)
+        return edges[0::2], edges[1::2] - edges[0::2]
+
+
+_ENCODE_STEP = 1 << 24  # bases encoded per step
+_RUNS_STEP = 1 << 26  # bases scanned per step for ambiguous runs
 
 
 def read_reference(path: str) -> Reference:
@@ -38,17 +52,28 @@ def read_reference(path: str) -> Reference:
     character, an empty file, text before the first header, a record with no name or no
     sequence, duplicate names and names SAM does not allow are errors.
     """
-    records = read_fasta(path, unique_names=True)
-    pieces = []
-    for record in records:
+    # One copy of the genome besides the file's bytes: each record is encoded into ``codes`` as
+    # it is reached and dropped. The file's size bounds the bases; the few bytes of headers and
+    # line breaks over-allocated are left unused rather than copied away.
+    codes = None
+    names, lengths = [], []
+    total = 0
+    for record in iter_fasta(path, unique_names=True):
+        if codes is None:
+            codes = np.empty(len(record._source), dtype=np.uint8)  # the whole file's bytes
         if not SAM_REFERENCE_NAME.fullmatch(record.name):
             raise BowmapError(f"{path}:{record.line}: record name {record.name!r} is not a valid SAM reference name")
-        error = invalid_symbol_error(path, record, ENCODE != INVALID)
-        if error:
-            raise error
-        pieces.append(ENCODE[np.frombuffer(record.sequence, dtype=np.uint8)])
-        record.sequence = b""  # keep one copy of the genome: the codes
-    lengths = np.array([len(piece) for piece in pieces], dtype=np.int64)
+        piece = codes[total : total + len(record.sequence)]
+        letters = np.frombuffer(record.sequence, dtype=np.uint8)
+        for first in range(0, len(letters), _ENCODE_STEP):  # temporaries of one step, not of a chromosome
+            step = piece[first : first + _ENCODE_STEP]
+            step[:] = ENCODE[letters[first : first + _ENCODE_STEP]]
+            if np.any(step == INVALID):
+                raise invalid_symbol_error(path, record, ENCODE != INVALID)
+        names.append(record.name)
+        lengths.append(len(piece))
+        total += len(piece)
+        del record, piece, letters, step  # the sequence's bytes go before the next record's are made
+    lengths = np.array(lengths, dtype=np.int64)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-    codes = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
-    return Reference(path=path, names=[record.name for record in records], lengths=lengths, starts=starts, codes=codes)
+    return Reference(path=path, names=names, lengths=lengths, starts=starts, codes=codes[:total])

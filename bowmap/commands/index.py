@@ -37,6 +37,20 @@ def add_parser(subparsers):
         metavar="N",
         help=f"longest read the index must serve; blocks overlap by N + 256 bases (default {DEFAULT_MAX_READ_LENGTH})",
     )
+    index.add_argument(
+        "--threads",
+        type=integer(1, 4096),
+        metavar="N",
+        help="cores for the build: blocks are built by up to N worker processes at once, their "
+        "suffix sorts sharing the N cores (default: the cores this process may use)",
+    )
+    index.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="host memory the build may take, e.g. 16G: blocks run at once only while their predicted "
+        "peaks fit, a block predicted over it is built alone (default: 16G, or the memory "
+        "available now where that is less)",
+    )
     index.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
     add_devices_option(index)
     return run
@@ -54,6 +68,7 @@ def run(args) -> int:
         device_memory = parse_memory(args.device_mem)
         # OpenCL guarantees a single buffer at least a quarter of global memory.
         max_allocation = device_memory // 4
+    max_memory = None if args.max_memory is None else parse_memory(args.max_memory)
     options = IndexOptions(
         reference=args.reference,
         prefix=args.prefix,
@@ -63,6 +78,8 @@ def run(args) -> int:
         sa_sample=args.sa_sample,
         max_read_length=args.max_read_length,
         progress=not args.no_progress and sys.stderr.isatty(),
+        threads=args.threads,
+        max_memory=max_memory,
     )
     build_index(options)
     return 0

@@ -109,20 +109,28 @@ def build_occ_lines(stored_bwt: np.ndarray) -> np.ndarray:
     running = np.zeros(4, dtype=np.uint64)
     for first in range(0, lines, _CHUNK_LINES):
         last = min(first + _CHUNK_LINES, lines)
-        bases = np.zeros((last - first) * BASES_PER_LINE, dtype=np.uint8)
-        piece = stored_bwt[first * BASES_PER_LINE : last * BASES_PER_LINE]
-        bases[: len(piece)] = piece
-        per_line = np.stack(
-            [np.count_nonzero(bases.reshape(-1, BASES_PER_LINE) == code, axis=1) for code in range(4)], axis=1
-        )
-        per_line[-1, 0] -= len(bases) - len(piece)  # padding past base n is code 0: not a base
-        before = np.cumsum(per_line, axis=0, dtype=np.uint64) - per_line + running
-        occ[first:last, :COUNT_WORDS] = before
-        running += per_line.sum(axis=0, dtype=np.uint64)
-        # Four bases a byte, first base lowest, read as little-endian words: 16 bases a word,
-        # base j in bits 2j..2j+1, as the line layout wants.
-        occ[first:last, COUNT_WORDS:] = pack_2bit(bases).view("<u4").reshape(last - first, -1)
+        occ[first:last] = occ_line_piece(stored_bwt[first * BASES_PER_LINE : last * BASES_PER_LINE], last - first, running)
     return occ
+
+
+def occ_line_piece(bases: np.ndarray, lines: int, running: np.ndarray) -> np.ndarray:
+    """``lines`` consecutive occurrence lines holding ``bases`` (codes 0..3, at most
+    ``lines * BASES_PER_LINE`` of them; the rest of the last line is padding), counts starting at
+    ``running`` (uint64[4], the bases of every earlier line), which is advanced in place. A BWT
+    built piece by piece in whole lines gives the same lines as :func:`build_occ_lines`."""
+    padded = np.zeros(lines * BASES_PER_LINE, dtype=np.uint8)
+    padded[: len(bases)] = bases
+    per_line = np.stack(
+        [np.count_nonzero(padded.reshape(-1, BASES_PER_LINE) == code, axis=1) for code in range(4)], axis=1
+    )
+    per_line[-1, 0] -= len(padded) - len(bases)  # padding past base n is code 0: not a base
+    piece = np.empty((lines, WORDS_PER_LINE), dtype=np.uint32)
+    piece[:, :COUNT_WORDS] = np.cumsum(per_line, axis=0, dtype=np.uint64) - per_line + running
+    running += per_line.sum(axis=0, dtype=np.uint64)
+    # Four bases a byte, first base lowest, read as little-endian words: 16 bases a word,
+    # base j in bits 2j..2j+1, as the line layout wants.
+    piece[:, COUNT_WORDS:] = pack_2bit(padded).view("<u4").reshape(lines, -1)
+    return piece
 
 
 def build_marks(marked_rows: np.ndarray, n: int) -> np.ndarray:

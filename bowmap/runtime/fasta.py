@@ -47,6 +47,13 @@ def read_fasta(path: str, unique_names: bool = True) -> list[FastaRecord]:
     """Every record of ``path``; raises :class:`BowmapError` naming the file and line for a
     missing or empty file, text before the first header, a record with no name or no sequence,
     and (with ``unique_names``) a repeated name. Symbols are not checked here."""
+    return list(iter_fasta(path, unique_names))
+
+
+def iter_fasta(path: str, unique_names: bool = True):
+    """The records of :func:`read_fasta` one at a time, each sequence made only when its record
+    is reached, so a caller that drops each one holds the file and one record's sequence (the
+    reference indexer of a 3 Gbp genome); the same errors, raised when their record is reached."""
     data = decompressed_bytes(path)
     if not data.strip():
         raise BowmapError(f"{path}: empty file, expected FASTA")
@@ -58,7 +65,6 @@ def read_fasta(path: str, unique_names: bool = True) -> list[FastaRecord]:
     if len(headers) == 0 or headers[0] != line_starts[first_text]:
         raise BowmapError(f"{path}:{first_text + 1}: not a FASTA file (expected a '>' header line)")
     header_lines = np.searchsorted(line_starts, headers, side="right")
-    records: list[FastaRecord] = []
     seen: dict[str, int] = {}
     ends = np.append(headers[1:], len(data))
     for header, end, line in zip(headers.tolist(), ends.tolist(), header_lines.tolist()):
@@ -74,8 +80,7 @@ def read_fasta(path: str, unique_names: bool = True) -> list[FastaRecord]:
         sequence = data[header_end + 1 : end].translate(None, b"\r\n")
         if not sequence.strip():
             raise BowmapError(f"{path}:{line}: record {name!r} has no sequence")
-        records.append(FastaRecord(name, line, sequence, data, (header_end + 1, end)))
-    return records
+        yield FastaRecord(name, line, sequence, data, (header_end + 1, end))
 
 
 def invalid_symbol_error(path: str, record: FastaRecord, valid: np.ndarray) -> BowmapError | None:

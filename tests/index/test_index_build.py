@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 from bowmap.index_builder import build as build_module
+from bowmap.index_builder import runner as runner_module
 from bowmap.index_builder.blocks import plan_blocks
 from bowmap.index_builder.build import IndexOptions, build_index
 from bowmap.index_builder.fm_block import build_block
@@ -200,12 +201,13 @@ def test_failed_build_leaves_the_old_index_and_no_temporary_files(small_index, t
         device_memory=4_000,
         max_allocation=1_000,
         max_read_length=64,
+        threads=1,  # blocks in this process, where the patched write_block runs (workers: test_parallel_build)
     )
 
     def fail(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(build_module, "build_block", fail)
+    monkeypatch.setattr(runner_module, "write_block", fail)
     with pytest.raises(KeyboardInterrupt):
         build_index(options)
     assert sorted(os.listdir(tmp_path)) == sorted(before + ["new.fa"])
