@@ -23,7 +23,8 @@ def test_wheel_contains_and_finds_the_kernel_sources(tmp_path):
         "print(bowmap.runtime.devices.__file__);"
         "print(bowmap.runtime.devices.kernel_source('align/fm_search.cl').count('__kernel'))"
     )
-    environment = {**os.environ, "PYTHONPATH": str(target)}
+    # The installed copy first; the rest of the path (where pyopencl may be installed) after it.
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=environment, check=True)
     module_path, kernels = result.stdout.split()
     assert Path(module_path).is_relative_to(target)  # the installed copy, not the checkout
