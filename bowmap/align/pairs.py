@@ -282,14 +282,15 @@ def best_pairs(placed: Placed, model: InsertModel, penalties: np.ndarray, count_
     return a, b, best, best_score, second_score, suboptimal
 
 
-def _rescue_windows(scored: Scored, extender: Extender, model: InsertModel, lonely: np.ndarray) -> tuple[Windows, np.ndarray]:
-    """Windows where the mates of pairs ``lonely`` (no concordant candidates) must lie if their
-    partner's best alignment is right: for a forward anchor projecting to start s, its mate on
-    the reverse strand ending in s + low .. s + high; for a reverse anchor ending at e, its mate
-    forward starting in e - high .. e - low; with RESCUE_MARGIN bases each side, inside the
-    anchor's contig. Also the mask of reads given windows."""
+def _rescue_windows(scored: Scored, extender: Extender, model: InsertModel, anchors: np.ndarray) -> tuple[Windows, np.ndarray]:
+    """Windows where the mates of the reads ``anchors`` (a mask: reads whose best alignment has
+    no concordant partner among its mate's candidates) must lie if that best alignment is
+    right: for a forward anchor projecting to start s, its mate on the reverse strand ending in
+    s + low .. s + high; for a reverse anchor ending at e, its mate forward starting in
+    e - high .. e - low; with RESCUE_MARGIN bases each side, inside the anchor's contig. Also
+    the mask of reads given windows."""
     count, index = extender.count, extender.index
-    reads = np.flatnonzero(np.repeat(lonely, 2) & (scored.best >= 0))
+    reads = np.flatnonzero(anchors & (scored.best >= 0))
     reported = scored.best_score[reads] + 2 * extender.scoring.clip_bonus >= extender.minimum()[reads]
     reads = reads[reported]
     anchor = _placed(scored, extender, scored.best[reads])
@@ -320,8 +321,15 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
     penalties = model.penalties(scoring.match) if not model.failed else np.zeros(0, dtype=np.int64)
     if not model.failed:
         placed = _candidates(scored, extender, penalty)
-        best = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))[2]
-        extra, rescued = _rescue_windows(scored, extender, model, best < 0)
+        a, b = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))[:2]
+        # As bwa's mem_matesw: a read's best alignment whose mate has no candidate concordant
+        # with it is an anchor, even where other candidates of the pair are concordant (in a
+        # repeat, the mate's true place may have lost its window to the family's other copies).
+        concordant = np.zeros(len(scored.windows), dtype=bool)
+        concordant[placed.window[a]] = True
+        concordant[placed.window[b]] = True
+        anchors = (scored.best >= 0) & ~concordant[np.maximum(scored.best, 0)]
+        extra, rescued = _rescue_windows(scored, extender, model, anchors)
         scored = extender.add(scored, extra, rescued)
     window, chosen_score = scored.best.copy(), scored.best_score.copy()
     second = scored.second_score.copy()
