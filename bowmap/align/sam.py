@@ -67,7 +67,7 @@ class ChunkAlignments:
     contig: np.ndarray  # int32[m]: index into the reference's contigs (any value when unmapped)
     position: np.ndarray  # int64[m]: 0-based leftmost reference base of the alignment in its contig
     score: np.ndarray  # int32[m]: best alignment score (AS)
-    second_score: np.ndarray  # int32[m]: second-best score, or NO_SCORE (no XS tag)
+    second_score: np.ndarray  # int32[m]: second-best score, or NO_SCORE (XS:i:0)
     cigar_ops: np.ndarray  # uint32: BAM encoding (length << 4 | op; M=0 I=1 D=2 S=4 ==7 X=8), rows concatenated
     cigar_offsets: np.ndarray  # int64[m + 1]
     mapq: np.ndarray | None = None  # uint8[m]; None: computed by format_chunk from the scores
@@ -372,7 +372,8 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
         *_tag(b"\tNM:i:", _decimal(edit_distance), mapped),
         *_tag(b"\tMD:Z:", md, mapped),
         *_tag(b"\tAS:i:", _decimal(alignments.score[rows]), mapped),
-        *_tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, second)), mapped & (second != NO_SCORE)),
+        # XS on every mapped read, 0 when no other alignment was found (as bwa mem writes it).
+        *_tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, np.maximum(second, 0))), mapped),
         *mate_tags,
     ]  # fmt: skip
     if context.read_group_id is not None:

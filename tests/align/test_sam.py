@@ -240,8 +240,8 @@ def expected_sam(case: Case, read_group_id: str | None, write_unaligned: bool) -
             fields = [name, str(16 if reverse else 0), case.reference.contig_names[contig], str(position + 1), str(int(alignments.mapq[read])),
                       "".join(f"{size}{op}" for op, size in cigar), "*", "0", "0", sequence, quality,
                       f"NM:i:{edit_distance}", f"MD:Z:{md}", f"AS:i:{int(alignments.score[read])}"]  # fmt: skip
-            if alignments.second_score[read] != NO_SCORE:
-                fields.append(f"XS:i:{int(alignments.second_score[read])}")
+            second = int(alignments.second_score[read])
+            fields.append(f"XS:i:{0 if second == NO_SCORE else max(second, 0)}")  # every mapped read, as bwa
         else:
             fields = [name, "4", "*", "0", "0", "*", "*", "0", "0", sequence, quality]
         if read_group_id is not None:
