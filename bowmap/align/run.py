@@ -106,13 +106,13 @@ def run_align(options: AlignOptions) -> dict:
         else:
             layout = f"{processes} worker processes, {options.queues_per_device or 1} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
-        totals = {"reads": 0, "mapped": 0, "proper": 0}
+        totals = {"reads": 0, "mapped": 0, "proper": 0, "several": 0}
         first_written: list[float] = []  # seconds from the start to the first chunk's SAM
         mapping_started = time.perf_counter()
         model = _ModelHolder(options.insert_size)
 
         def write(result):
-            text, reads, mapped, proper, observations = result
+            text, reads, mapped, proper, observations, several = result
             if observations is not None:  # the paired model's sample: nothing to write
                 model.estimate(*observations)
                 return
@@ -122,6 +122,7 @@ def run_align(options: AlignOptions) -> dict:
             totals["reads"] += reads
             totals["mapped"] += mapped
             totals["proper"] += proper
+            totals["several"] += several
             bar.written(reads)
 
         def verified_chunks():
@@ -176,6 +177,15 @@ def run_align(options: AlignOptions) -> dict:
     log.info(
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
         reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
+    )
+    # bowtie2's summary: reads aligned 0 times, exactly once, more than once (mapped reads for
+    # which another alignment was found: their XS is its score).
+    once = totals["mapped"] - totals["several"]
+    summary.update(aligned_once=once, aligned_several=totals["several"])
+    log.info(
+        "aligned 0 times: %d (%.2f%%); exactly 1 time: %d (%.2f%%); >1 times: %d (%.2f%%)",
+        reads - totals["mapped"], 100 * (reads - totals["mapped"]) / max(reads, 1), once, 100 * once / max(reads, 1),
+        totals["several"], 100 * totals["several"] / max(reads, 1),
     )
     if options.paired:
         summary.update(pairs=reads // 2, proper=totals["proper"], insert_model=model.model)

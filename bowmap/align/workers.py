@@ -37,10 +37,11 @@ class DeviceWorker:
         chunk = as_chunk(chunk)  # a byte range of the input is read and parsed here
         return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets, chunk.both_codes)
 
-    def extend(self, item) -> tuple[bytes, int, int, int, tuple | None]:
+    def extend(self, item) -> tuple[bytes, int, int, int, tuple | None, int]:
         """The chunk's SAM text, its read count, its mapped-read count, its properly paired
-        reads, and (the paired model's sample chunk only, whose text is empty) the orientations
-        and insert sizes of its confident pairs."""
+        reads, (the paired model's sample chunk only, whose text is empty) the orientations
+        and insert sizes of its confident pairs, and its mapped reads with another alignment
+        found (bowtie2's "aligned >1 times")."""
         from bowmap.align.extend import Extender
         from bowmap.align.pairs import choose_pairs, sample_observations
         from bowmap.align.sam import format_chunk
@@ -55,13 +56,16 @@ class DeviceWorker:
             extender = Extender(self.device_text, self.index, self.smith_waterman, chunk, self.scoring, self.options)
             scored = extender.scored(windows, self.rescue_filter)
             if chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
-                return b"", 0, 0, 0, sample_observations(scored, extender)
+                return b"", 0, 0, 0, sample_observations(scored, extender), 0
             scored, choice = choose_pairs(scored, extender, chunk.insert_model, self.options.unpaired_penalty)
             alignments = extender.alignments(scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq, choice.proper)
             proper = int(alignments.proper.sum())
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
-        return text, chunk.count, int(alignments.mapped.sum()), proper, None
+        from bowmap.align.mapq import NO_SCORE
+
+        several = int((alignments.mapped & (alignments.second_score != NO_SCORE)).sum())
+        return text, chunk.count, int(alignments.mapped.sum()), proper, None, several
 
 
 class ProcessWorker:

@@ -479,3 +479,19 @@ def test_mapq_weighs_the_scores_that_chose_the_alignment(tmp_path, capsys):
     chosen = int(mapping_quality(np.array([95]), np.array([80]), lengths, Scoring())[0])
     assert chosen != int(mapping_quality(np.array([100]), np.array([80]), lengths, Scoring())[0])
     assert int(fields[4]) == chosen
+
+
+def test_the_summary_counts_reads_aligned_0_1_and_more_times(indexes, tmp_path, capsys):
+    """As bowtie2's summary: unmapped, mapped with no other alignment found, mapped with one."""
+    import re
+
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", indexes[0], READS, "-o", out, "--devices", "cpu")
+    assert code == 0
+    found = re.search(r"aligned 0 times: (\d+) \(.*\); exactly 1 time: (\d+) \(.*\); >1 times: (\d+) \(", err)
+    assert found, err
+    zero, once, several = (int(value) for value in found.groups())
+    with pysam.AlignmentFile(str(out)) as sam:
+        records = list(sam)
+    assert zero + once + several == len(records) == 2000
+    assert zero == sum(read.is_unmapped for read in records)
