@@ -57,6 +57,14 @@ def tie_breakers(codes: np.ndarray, offsets: np.ndarray, read: np.ndarray, start
     if not tied.any():
         return breakers
     reads = unique(read[tied])
+    read_hash = read_hashes(codes, offsets, reads)
+    breakers[tied] = mix(read_hash[np.searchsorted(reads, read[tied])] ^ start[tied].astype(np.uint64))
+    return breakers
+
+
+def read_hashes(codes: np.ndarray, offsets: np.ndarray, reads: np.ndarray) -> np.ndarray:
+    """A hash (uint64) of the bases of each of ``reads`` (read indexes, distinct), the same in
+    any chunk: what tie-breakers are drawn from."""
     lengths = offsets[reads + 1] - offsets[reads]
     within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     bases = codes[np.repeat(offsets[reads], lengths) + within]
@@ -64,9 +72,7 @@ def tie_breakers(codes: np.ndarray, offsets: np.ndarray, read: np.ndarray, start
         terms = mix(within.astype(np.uint64) * np.uint64(4) + bases.astype(np.uint64) + np.uint64(1))
         running = np.concatenate(([np.uint64(0)], np.cumsum(terms, dtype=np.uint64)))
         ends = np.cumsum(lengths)
-        read_hash = running[ends] - running[ends - lengths]  # wraps modulo 2^64, as meant
-    breakers[tied] = mix(read_hash[np.searchsorted(reads, read[tied])] ^ start[tied].astype(np.uint64))
-    return breakers
+        return running[ends] - running[ends - lengths]  # wraps modulo 2^64, as meant
 
 
 # Two windows' best alignments ending within this many bases of each other, on one strand, are

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import Extender, Scored, mix
+from bowmap.align.extend import Extender, Scored, mix, read_hashes
 from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality
 from bowmap.align.windows import Windows
 from bowmap.runtime.arrays import segment_ranges, unique
@@ -228,19 +228,11 @@ def _pair_keys(extender: Extender, placed: Placed, a: np.ndarray, b: np.ndarray)
 
 
 def _read_hashes(chunk, reads: np.ndarray) -> np.ndarray:
-    """A hash of the bases of each of ``reads`` (sorted, repeats allowed)."""
+    """:func:`read_hashes` of each of ``reads`` (repeats allowed)."""
     if len(reads) == 0:
         return np.zeros(0, dtype=np.uint64)
     distinct = unique(reads)
-    lengths = chunk.offsets[distinct + 1] - chunk.offsets[distinct]
-    bases = chunk.codes[segment_ranges(chunk.offsets[distinct], lengths)].astype(np.uint64)
-    within = (np.arange(len(bases)) - np.repeat(np.cumsum(lengths) - lengths, lengths)).astype(np.uint64)
-    with np.errstate(over="ignore"):
-        terms = mix(within * np.uint64(4) + bases + np.uint64(1))
-        running = np.concatenate(([np.uint64(0)], np.cumsum(terms, dtype=np.uint64)))
-        ends = np.cumsum(lengths)
-        hashes = running[ends] - running[ends - lengths]  # wraps modulo 2^64, as meant
-    return hashes[np.searchsorted(distinct, reads)]
+    return read_hashes(chunk.codes, chunk.offsets, distinct)[np.searchsorted(distinct, reads)]
 
 
 def best_pairs(placed: Placed, model: InsertModel, penalties: np.ndarray, count_pairs: int, keys):
@@ -319,9 +311,11 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
     count, scoring = extender.count, extender.scoring
     pairs = count // 2
     penalties = model.penalties(scoring.match) if not model.failed else np.zeros(0, dtype=np.int64)
+    found = None
     if not model.failed:
         placed = _candidates(scored, extender, penalty)
-        a, b = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))[:2]
+        found = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))
+        a, b = found[:2]
         # As bwa's mem_matesw: a read's best alignment whose mate has no candidate concordant
         # with it is an anchor, even where other candidates of the pair are concordant (in a
         # repeat, the mate's true place may have lost its window to the family's other copies).
@@ -330,15 +324,18 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
         concordant[placed.window[b]] = True
         anchors = (scored.best >= 0) & ~concordant[np.maximum(scored.best, 0)]
         extra, rescued = _rescue_windows(scored, extender, model, anchors)
-        scored = extender.add(scored, extra, rescued)
+        if len(extra):  # the candidates change: search again below
+            scored, found = extender.add(scored, extra, rescued), None
     window, chosen_score = scored.best.copy(), scored.best_score.copy()
     second = scored.second_score.copy()
     mapq = mapping_quality(np.where(window >= 0, chosen_score, 0), second, extender.lengths, scoring, scored.suboptimal)
     proper = np.zeros(count, dtype=bool)
     if model.failed:
         return scored, PairChoice(window, chosen_score, second, mapq, proper)
-    placed = _candidates(scored, extender, penalty)
-    a, b, best, pair_score, second_pair, suboptimal = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))
+    if found is None:
+        placed = _candidates(scored, extender, penalty)
+        found = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))
+    a, b, best, pair_score, second_pair, suboptimal = found
     both = (scored.best[0::2] >= 0) & (scored.best[1::2] >= 0)
     unpaired = np.where(both, scored.best_score[0::2] + scored.best_score[1::2] - penalty, np.iinfo(np.int64).min // 4)
     wins = np.flatnonzero((best >= 0) & (pair_score > unpaired))
