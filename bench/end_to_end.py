@@ -344,6 +344,22 @@ def chr20_source(args) -> tuple[Path, str] | None:
     return None
 
 
+def chr20_file(path: Path, folder: Path) -> Path:
+    """chr20's FASTA: ``path`` itself, or, for vt-examples' .deb, its 20.fa.gz unpacked into
+    ``folder``/deb."""
+    if path.suffix != ".deb":
+        return path
+    if shutil.which("dpkg") is None:
+        raise BenchError(f"dpkg not found: unpack {path} elsewhere and pass --chr20 20.fa.gz")
+    unpacked = folder / "deb"
+    shutil.rmtree(unpacked, ignore_errors=True)
+    subprocess.run(["dpkg", "-x", str(path), str(unpacked)], check=True)
+    found = unpacked / VT_FILE
+    if not found.is_file():
+        raise BenchError(f"{path}: holds no {VT_FILE}")
+    return found
+
+
 def prepare_reference(name: str, args, work: Path) -> Reference:
     folder = work / name
     params_path = folder / "params.json"
@@ -381,15 +397,7 @@ def prepare_reference(name: str, args, work: Path) -> Reference:
         description = f"synthetic, bench/fm_search.py make_genome({length}, seed {fm_search.GENOME_SEED}) v{fm_search.GENOME_VERSION}"
     else:
         path, description = source
-        if path.suffix == ".deb":
-            if shutil.which("dpkg") is None:
-                raise BenchError(f"dpkg not found: unpack {path} elsewhere and pass --chr20 20.fa.gz")
-            unpacked = folder / "deb"
-            shutil.rmtree(unpacked, ignore_errors=True)
-            subprocess.run(["dpkg", "-x", str(path), str(unpacked)], check=True)
-            path = unpacked / VT_FILE
-            if not path.is_file():
-                raise BenchError(f"{source[0]}: holds no {VT_FILE}")
+        path = chr20_file(path, folder)
         note(f"chr20: writing {fasta} from {path}")
         with open(path, "rb") as handle:
             opener = gzip.open if handle.read(2) == b"\x1f\x8b" else open

@@ -181,15 +181,7 @@ def chr20_file(args, folder: Path) -> tuple[Path, str]:
                 raise BenchError(f"`apt-get download {VT_PACKAGE}` failed ({fetched.stderr.strip()[-200:]}): {hint}")
         source = debs[-1], f"Debian {debs[-1].name} {end_to_end.VT_FILE}"
     path, description = source
-    if path.suffix == ".deb":
-        if shutil.which("dpkg") is None:
-            raise BenchError(f"dpkg not found: unpack {path} elsewhere and pass --chr20 20.fa.gz")
-        unpacked = folder / "deb"
-        shutil.rmtree(unpacked, ignore_errors=True)
-        subprocess.run(["dpkg", "-x", str(path), str(unpacked)], check=True)
-        path = unpacked / end_to_end.VT_FILE
-        if not path.is_file():
-            raise BenchError(f"{source[0]}: holds no {end_to_end.VT_FILE}")
+    path = end_to_end.chr20_file(path, folder)
     return path, description
 
 
