@@ -82,6 +82,18 @@ inline ulong pair_index(uint row, uint column, uint regions)
     return (ulong)row * regions - (ulong)row * (row + 1) / 2 + (column - row - 1);
 }
 
+/* Adds a work-item's sum of one distance class to its pair's score. An atomic add, though no
+ * two work-items share a pair: a group's lanes score consecutive packed pairs, and its inactive
+ * lanes' would-be pairs are the next row's, another group's. PoCL's CPU vectoriser turned the
+ * masked `+=` into a vector load and store over all lanes, writing stale scores back over the
+ * next group's (lost sums on Debian's PoCL 3.1 when more threads than cores ran groups). One
+ * uncontended atomic a pair and class costs nothing next to the comparison. */
+inline void add_score(__global uint *scores, const uint level, const ulong pair_count, const ulong pair,
+                      const uint sum)
+{
+    atomic_add(&scores[(ulong)level * pair_count + pair], sum);
+}
+
 /* The pair a work-item of the thread-to-pair kernels scores: its group's row i and the column
  * j = first + lane, where the group's columns run from group_columns[group] to the end of its
  * width-aligned block (or the last region). Inactive work-items (past that end) still run every
@@ -207,7 +219,7 @@ __kernel void thread_to_pair(__global const key_t *keys, __global const uint *co
             }
         }
         if (active)
-            scores[(ulong)level * pair_count + pair_index(row, column, regions) - pair_base] += lane_totals[lane];
+            add_score(scores, level, pair_count, pair_index(row, column, regions) - pair_base, lane_totals[lane]);
     }
 }
 
@@ -291,7 +303,7 @@ __kernel void thread_to_pair_hash(__global const key_t *keys, __global const uin
             }
         }
         if (active)
-            scores[(ulong)level * pair_count + pair_index(row, column, regions) - pair_base] += lane_totals[lane];
+            add_score(scores, level, pair_count, pair_index(row, column, regions) - pair_base, lane_totals[lane]);
     }
 }
 
