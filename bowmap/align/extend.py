@@ -133,17 +133,6 @@ def suboptimal_counts(read, score, count, best_score, delta: int, reverse, end) 
     return np.maximum(alignments - 1, 0)  # the best is one of them
 
 
-def extend_chunk(device_text, index, smith_waterman, chunk, windows: Windows, scoring, options: AlignOptions, rescuer=None):
-    """Smith-Waterman over every candidate window, then the traceback of each read's best.
-
-    With a ``rescuer`` (a SeedFilter on ``smith_waterman``'s queue: it reads the chunk's reads
-    sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
-    perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`), scored and ranked with the others."""
-    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
-    scored = extender.scored(windows, rescuer)
-    return extender.alignments(scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal)
-
-
 @dataclass
 class Scored:
     """A chunk's candidate windows with their Smith-Waterman results (sorted by read), and each
@@ -233,44 +222,59 @@ class Extender:
     def minimum(self) -> np.ndarray:
         return minimum_scores(self.lengths, self.scoring, self.options.end_to_end, self.options.min_score)
 
-    def alignments(self, scored: Scored, chosen_window, compared_score, second_score, suboptimal, mapq=None, proper=None):
-        """ChunkAlignments of the windows ``chosen_window`` (one a read, -1: none), traced back on
-        the device. A read is reported when its alignment's own score (AS) reaches the minimum,
-        as BWA-MEM's -T; ``compared_score`` (the score it was chosen by, see :meth:`score`) + 2
-        clip bonuses bounds AS from above, and the traceback gives it exactly. MAPQ weighs
-        ``compared_score`` against ``second_score`` (both less the clip penalty of each end they
-        clip: with AS in place of the best, a clipped wrong hit over a clipped second got a
-        higher MAPQ than the scores that chose it support), unless ``mapq`` is given."""
-        from bowmap.align.mapq import mapping_quality
-        from bowmap.align.sam import NO_SCORE, ChunkAlignments
-        from bowmap.align.smith_waterman import cigar_scores
-
-        count, lengths, clip_bonus, windows = self.count, self.lengths, self.scoring.clip_bonus, scored.windows
+    def trace(self, windows: Windows, chosen: np.ndarray) -> Traced:
+        """The best alignment of each of the windows ``chosen`` (indexes), traced back on the
+        device: its own score (AS), read interval, place and CIGAR (see :class:`Traced`)."""
+        count = self.count
         pair_reads = windows.read + count * windows.reverse
-        minimum = self.minimum()
-        mapped = (chosen_window >= 0) & (compared_score + 2 * clip_bonus > 0) & (compared_score + 2 * clip_bonus >= minimum)
-        chosen = chosen_window[mapped]
-        traced_score, read_start, read_end, window_start, _, cigar_ops, cigar_starts, traced_lengths = self.smith_waterman.traceback(
+        score, read_start, read_end, window_start, _, cigar_ops, cigar_starts, cigar_lengths = self.smith_waterman.traceback(
             *self._sequences(windows), pair_reads[chosen], chosen
         )
-        traced_score = cigar_scores(self.scoring, traced_score, read_start, read_end, lengths[mapped])
-        kept = (traced_score > 0) & (traced_score >= minimum[mapped])
+        from bowmap.align.smith_waterman import cigar_scores
+
+        reads = windows.read[chosen]
+        score = cigar_scores(self.scoring, score, read_start, read_end, self.lengths[reads])
+        contig, position = self.index.to_contig(windows.start[chosen] + window_start)
+        return Traced(np.asarray(chosen, dtype=np.int64), score, read_start.astype(np.int64), read_end.astype(np.int64),
+                      contig.astype(np.int32), position, cigar_ops, cigar_starts.astype(np.int64), cigar_lengths.astype(np.int64))
+
+    def primaries(self, scored: Scored, chosen_window, compared_score) -> tuple[np.ndarray, Traced]:
+        """Which reads map (a mask) and their chosen windows traced (in read order). A read maps
+        when its alignment's own score (AS) reaches the minimum, as BWA-MEM's -T;
+        ``compared_score`` (the score it was chosen by, see :meth:`score`) + 2 clip bonuses
+        bounds AS from above, and the traceback gives it exactly."""
+        clip_bonus = self.scoring.clip_bonus
+        minimum = self.minimum()
+        mapped = (chosen_window >= 0) & (compared_score + 2 * clip_bonus > 0) & (compared_score + 2 * clip_bonus >= minimum)
+        traced = self.trace(scored.windows, chosen_window[mapped])
+        kept = (traced.score > 0) & (traced.score >= minimum[mapped])
         if not kept.all():  # a clipped alignment whose bonus carried it over the minimum: unmapped
             mapped[np.flatnonzero(mapped)[~kept]] = False
-            chosen, traced_score, window_start = chosen[kept], traced_score[kept], window_start[kept]
-            cigar_ops = cigar_ops[segment_ranges(cigar_starts[kept].astype(np.int64), traced_lengths[kept].astype(np.int64))]
-            traced_lengths = traced_lengths[kept]
+            traced = traced.subset(kept)
+        return mapped, traced
+
+    def alignments(self, scored: Scored, chosen_window, compared_score, second_score, suboptimal, mapq=None, proper=None,
+                   primaries: tuple[np.ndarray, Traced] | None = None):
+        """ChunkAlignments (one row a read) of the windows ``chosen_window`` (one a read, -1:
+        none), traced back on the device (or given, ``primaries``: see :meth:`primaries`). MAPQ
+        weighs ``compared_score`` against ``second_score`` (both less the clip penalty of each
+        end they clip: with AS in place of the best, a clipped wrong hit over a clipped second
+        got a higher MAPQ than the scores that chose it support), unless ``mapq`` is given."""
+        from bowmap.align.mapq import mapping_quality
+        from bowmap.align.sam import NO_SCORE, ChunkAlignments
+
+        count, lengths, windows = self.count, self.lengths, scored.windows
+        mapped, traced = primaries if primaries is not None else self.primaries(scored, chosen_window, compared_score)
         position = np.zeros(count, dtype=np.int64)
         contig = np.zeros(count, dtype=np.int32)
-        contig_of, offset = self.index.to_contig(windows.start[chosen] + window_start)
-        contig[mapped] = contig_of
-        position[mapped] = offset
+        contig[mapped] = traced.contig
+        position[mapped] = traced.position
         cigar_lengths = np.zeros(count, dtype=np.int64)
-        cigar_lengths[mapped] = traced_lengths
+        cigar_lengths[mapped] = traced.cigar_lengths
         cigar_offsets = np.concatenate(([0], np.cumsum(cigar_lengths)))
         # The traceback's operations are in the order of the chosen reads, which is input order.
         score_out = np.zeros(count, dtype=np.int32)
-        score_out[mapped] = traced_score
+        score_out[mapped] = traced.score
         second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
         if mapq is None:
             mapq = mapping_quality(np.where(mapped, compared_score, 0), second, lengths, self.scoring, suboptimal)
@@ -281,11 +285,40 @@ class Extender:
             position=position,
             score=score_out,
             second_score=second,
-            cigar_ops=cigar_ops,
+            cigar_ops=traced.ops(),
             cigar_offsets=cigar_offsets,
             mapq=np.where(mapped, mapq, 0).astype(np.uint8),
             proper=None if proper is None else proper & mapped & mapped[np.arange(count) ^ 1],
         )
+
+
+@dataclass
+class Traced:
+    """Tracebacks of some windows (:meth:`Extender.trace`), one row each: the window, the
+    alignment's own score (AS), its read interval [read_start, read_end) on the aligned strand,
+    its contig and 0-based position there, and its CIGAR, ``cigar_lengths`` operations from
+    ``cigar_starts`` of ``cigar_ops`` (BAM encoding)."""
+
+    window: np.ndarray
+    score: np.ndarray
+    read_start: np.ndarray
+    read_end: np.ndarray
+    contig: np.ndarray
+    position: np.ndarray
+    cigar_ops: np.ndarray
+    cigar_starts: np.ndarray
+    cigar_lengths: np.ndarray
+
+    def subset(self, keep: np.ndarray) -> Traced:
+        """The rows ``keep`` (a mask or indexes), CIGARs included."""
+        return Traced(*(getattr(self, name)[keep] for name in ("window", "score", "read_start", "read_end", "contig", "position")),
+                      self.cigar_ops, self.cigar_starts[keep], self.cigar_lengths[keep])
+
+    def ops(self) -> np.ndarray:
+        """The rows' CIGAR operations, row after row."""
+        if len(self.cigar_ops) == int(self.cigar_lengths.sum()) and (self.cigar_starts == np.cumsum(self.cigar_lengths) - self.cigar_lengths).all():
+            return self.cigar_ops  # the traceback's own rows, all of them
+        return self.cigar_ops[segment_ranges(self.cigar_starts, self.cigar_lengths)]
 
 
 def _ranked(chunk, windows: Windows, score, window_end, count: int, delta: int):

@@ -9,6 +9,17 @@ from bowmap.align.seeds import SeedOptions
 
 
 @dataclass
+class RecordOptions:
+    """What `bowmap align` writes beyond each read's primary record (CLI: --max-alternatives,
+    --secondary, --no-supplementary, --split-as-secondary)."""
+
+    max_alternatives: int = 5  # XA when at most this many alternatives (bwa's -h); 0: no XA
+    secondary: int = 0  # secondary records a read, in place of XA (bwa's -a, minimap2's -N)
+    supplementary: bool = True  # split reads: a supplementary record and SA
+    split_as_secondary: bool = False  # the supplementary marked 0x100 (bwa's -M, for Picard)
+
+
+@dataclass
 class AlignOptions:
     """Everything `bowmap align` needs; built by the CLI."""
 
@@ -25,6 +36,7 @@ class AlignOptions:
     processes: int | None = None  # worker processes; None: see default_processes
     end_to_end: bool = False
     seed: SeedOptions = field(default_factory=SeedOptions)
+    records: RecordOptions = field(default_factory=RecordOptions)  # XA, secondary and supplementary records
     scoring: object = None  # bowmap.align.smith_waterman.Scoring; None: its defaults
     min_score: int | None = None  # None: see minimum_scores
     write_unaligned: bool = True

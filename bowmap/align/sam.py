@@ -46,7 +46,7 @@ _BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
 _FORWARD_LETTERS = np.frombuffer(b"\0ACGTN" + b"N" * 250, dtype=np.uint8)
 _COMPLEMENT_LETTERS = np.frombuffer(b"\0TGCAN" + b"N" * 250, dtype=np.uint8)
 
-FLAG_REVERSE, FLAG_UNMAPPED, FLAG_SECONDARY = 16, 4, 256
+FLAG_REVERSE, FLAG_UNMAPPED, FLAG_SECONDARY, FLAG_SUPPLEMENTARY = 16, 4, 256, 2048
 
 # Lines are formatted in batches whose padded matrix stays near this many bytes, which also
 # bounds the per-base arrays of NM/MD (about 30 bytes per aligned base).
@@ -74,6 +74,17 @@ class ChunkAlignments:
     secondary: np.ndarray | None = None  # bool[m]; None: all primary
     read_index: np.ndarray | None = None  # int64[m]; None: row i is read i
     proper: np.ndarray | None = None  # bool[m], paired chunks: the pair is properly paired (FLAG 0x2)
+    supplementary: np.ndarray | None = None  # bool[m]: FLAG 0x800 (a split read's other part)
+    partner: np.ndarray | None = None  # int64[m]: the row the SA tag names (-1: none), a row of the same read
+    alternatives: ChunkAlignments | None = None  # XA entries: rows with read_index, by read then rank
+
+    def primary_rows(self) -> np.ndarray:
+        """Mask of the rows that are reads' primary records (one a read)."""
+        rows = np.ones(len(self.mapped), dtype=bool)
+        for extra in (self.secondary, self.supplementary):
+            if extra is not None:
+                rows &= ~extra
+        return rows
 
     @classmethod
     def all_unmapped(cls, count: int) -> ChunkAlignments:
@@ -334,6 +345,19 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
         quality[flipped] = quality[flipped, ::-1]
         quality[empty, 0] = ord("*")
 
+    partner = np.full(count, -1, dtype=np.int64)
+    if alignments.partner is not None:  # the batch holds every row of its reads: partners too
+        global_partner = alignments.partner[rows]
+        partner = np.where(global_partner >= 0, np.searchsorted(rows, global_partner), -1)
+    hidden = np.zeros(count, dtype=bool)  # secondary records: SEQ and QUAL '*', as bwa -a writes them
+    if alignments.secondary is not None:
+        hidden = alignments.secondary[rows] & (partner < 0)
+        sequence[hidden] = 0
+        sequence[hidden, 0] = ord("*")
+        if chunk.qualities is not None:
+            quality[hidden] = 0
+            quality[hidden, 0] = ord("*")
+
     if mapped.all():
         fields = _alignment_fields(chunk, alignments, rows, reads, reverse, context)
         cigar, md, edit_distance = fields.cigar, fields.md, fields.edit_distance
@@ -353,6 +377,8 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
     flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
     if alignments.secondary is not None:
         flag += np.where(alignments.secondary[rows] & mapped, FLAG_SECONDARY, 0)
+    if alignments.supplementary is not None:
+        flag += np.where(alignments.supplementary[rows] & mapped, FLAG_SUPPLEMENTARY, 0)
     contig = np.where(mapped, alignments.contig[rows], -1).astype(np.int64)
     position = np.where(mapped, alignments.position[rows].astype(np.int64) + 1, 0)
     mapq = np.where(mapped, context.mapq[rows], 0)
@@ -373,14 +399,64 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
         *_tag(b"\tMD:Z:", md, mapped),
         *_tag(b"\tAS:i:", _decimal(alignments.score[rows]), mapped),
         # XS on every mapped read, 0 when no other alignment was found (as bwa mem writes it).
-        *_tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, np.maximum(second, 0))), mapped),
+        *_tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, np.maximum(second, 0))), mapped & ~hidden),
         *mate_tags,
     ]  # fmt: skip
     if context.read_group_id is not None:
         blocks.append(_constant(b"\tRG:Z:" + context.read_group_id.encode(), count))
+    if (partner >= 0).any():
+        blocks += _split_tag(partner, rname, position, reverse, cigar, mapq, edit_distance)
+    if alignments.alternatives is not None and len(alignments.alternatives.mapped):
+        blocks += _alternatives_tag(chunk, alignments, rows, reads, context)
     blocks.append(_constant(b"\n", count))
     lines = np.concatenate(blocks, axis=1)
     return lines.tobytes().translate(None, b"\0")  # the padding out: a C loop, faster than a mask
+
+
+def _split_tag(partner, rname, position, reverse, cigar, mapq, edit_distance) -> list[np.ndarray]:
+    """SA:Z on the rows with a partner (the other part of a split read, a row of the batch):
+    ``rname,pos,strand,CIGAR,mapQ,NM;`` of the partner, POS 1-based."""
+    count = len(partner)
+    present = partner >= 0
+    other = np.maximum(partner, 0)
+    comma = _constant(b",", count)
+    strand = np.where(reverse[other], ord("-"), ord("+")).astype(np.uint8)[:, None]
+    block = np.concatenate((
+        _constant(b"\tSA:Z:", count), rname[other], comma, _decimal(position[other]), comma, strand, comma, cigar[other], comma,
+        _decimal(mapq[other]), comma, _decimal(edit_distance[other]), _constant(b";", count),
+    ), axis=1)  # fmt: skip
+    block[~present] = 0
+    return [block]
+
+
+def _alternatives_tag(chunk, alignments, rows, reads, context) -> list[np.ndarray]:
+    """XA:Z on the primary rows of reads with alternatives: ``rname,±pos,CIGAR,NM;`` each, in
+    their order (POS 1-based, the sign the strand's)."""
+    others = alignments.alternatives
+    count = len(rows)
+    primary = alignments.primary_rows()[rows] & alignments.mapped[rows]
+    # The batch's reads' entries (alternatives are sorted by read).
+    low, high = np.searchsorted(others.read_index, [reads.min(initial=0), reads.max(initial=-1) + 1])
+    entries = np.arange(low, high)
+    entries = entries[np.isin(others.read_index[entries], reads[primary])]
+    if len(entries) == 0:
+        return []
+    entry_reads = others.read_index[entries]
+    fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context)
+    n = len(entries)
+    comma = _constant(b",", n)
+    sign = np.where(others.reverse[entries], ord("-"), ord("+")).astype(np.uint8)[:, None]
+    rname = context.reference.rname_table()[others.contig[entries]]
+    matrix = np.concatenate((rname, comma, sign, _decimal(others.position[entries] + 1), comma, fields.cigar, comma,
+                             _decimal(fields.edit_distance), _constant(b";", n)), axis=1)
+    entry_length = np.count_nonzero(matrix, axis=1)
+    per_read = np.bincount(np.searchsorted(np.unique(entry_reads), entry_reads), weights=entry_length).astype(np.int64)
+    listed_reads = np.unique(entry_reads)
+    text = _padded(matrix[matrix != 0], per_read)
+    present = primary & np.isin(reads, listed_reads)
+    block = np.zeros((count, text.shape[1]), dtype=np.uint8)
+    block[present] = text[np.searchsorted(listed_reads, reads[present])]
+    return _tag(b"\tXA:Z:", block, present)
 
 
 FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE, FLAG_FIRST, FLAG_SECOND = 0x1, 0x2, 0x8, 0x20, 0x40, 0x80
@@ -461,8 +537,9 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         mapq = mapping_quality(alignments.score, alignments.second_score, read_lengths[read_index], scoring)
     else:
         raise ValueError("format_chunk needs alignments.mapq or a scoring to compute it")
-    if alignments.secondary is not None:
-        mapq = np.where(alignments.secondary, 0, mapq).astype(np.uint8)
+    if alignments.secondary is not None:  # secondary records: MAPQ 0 (a split part marked so keeps its own)
+        split = alignments.partner >= 0 if alignments.partner is not None else np.zeros(rows_total, dtype=bool)
+        mapq = np.where(alignments.secondary & ~split, 0, mapq).astype(np.uint8)
     if chunk.paired and alignments.read_index is not None:
         raise ValueError("paired chunks take one row a read")
     if write_unaligned:

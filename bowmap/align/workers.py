@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from bowmap.align.extend import extend_chunk
 from bowmap.align.options import AlignOptions
+from bowmap.align.records import chunk_alignments, extend_chunk
 
 
 class DeviceWorker:
@@ -58,14 +58,15 @@ class DeviceWorker:
             if chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
                 return b"", 0, 0, 0, sample_observations(scored, extender), 0
             scored, choice = choose_pairs(scored, extender, chunk.insert_model, self.options.unpaired_penalty)
-            alignments = extender.alignments(scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq, choice.proper)
+            alignments = chunk_alignments(extender, scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq, choice.proper)
             proper = int(alignments.proper.sum())
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
         from bowmap.align.mapq import NO_SCORE
 
-        several = int((alignments.mapped & (alignments.second_score != NO_SCORE)).sum())
-        return text, chunk.count, int(alignments.mapped.sum()), proper, None, several
+        primary = alignments.primary_rows() & alignments.mapped  # one row a mapped read
+        several = int((primary & (alignments.second_score != NO_SCORE)).sum())
+        return text, chunk.count, int(primary.sum()), proper, None, several
 
 
 class ProcessWorker:

@@ -54,6 +54,13 @@ def add_parser(subparsers):
     pairs.add_argument("-U", "--unpaired-penalty", type=integer(0, 1000), default=17, metavar="P", help="a pair's mates are aligned apart only when that scores P more than their best pair (default 17, bwa's -U)")
     output = parser.add_argument_group("output")
     output.add_argument("--no-unal", action="store_true", help="leave unaligned reads out")
+    output.add_argument("--max-alternatives", type=integer(0, 1000), default=5, metavar="N",
+                        help="XA lists a read's alternative hits (scoring 80%% of its best or more) when it has at most N (default 5, bwa's -h; 0: no XA)")
+    output.add_argument("--secondary", type=integer(0, 1000), default=0, metavar="N",
+                        help="write up to N alternative hits as secondary records (FLAG 0x100) in place of XA (default 0; single-end reads)")
+    output.add_argument("--no-supplementary", action="store_true",
+                        help="no split reads: by default a part of a read clipped off its primary and aligned elsewhere gets a supplementary record and SA (single-end reads)")
+    output.add_argument("-M", "--split-as-secondary", action="store_true", help="mark the split reads' supplementary records secondary (FLAG 0x100), as bwa's -M (for Picard)")
     output.add_argument("--rg-id", metavar="ID", help="read group ID: an @RG header line and an RG tag on every read")
     output.add_argument("--rg", action="append", default=[], metavar="TAG:VALUE", help="more @RG fields (repeatable; needs --rg-id)")
     output.add_argument("-R", "--read-group", metavar="LINE", help="the whole @RG line, as bwa's -R: '@RG\\tID:x\\tSM:y' (\\t as typed, "
@@ -76,7 +83,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from bowmap.align.options import AlignOptions
+    from bowmap.align.options import AlignOptions, RecordOptions
     from bowmap.align.run import run_align
     from bowmap.align.seeds import SeedOptions
     from bowmap.align.smith_waterman import Scoring
@@ -115,6 +122,8 @@ def run(args) -> int:
         queues_per_device=args.queues_per_device,
         processes=args.processes,
         end_to_end=args.end_to_end,
+        records=RecordOptions(max_alternatives=args.max_alternatives, secondary=args.secondary, supplementary=not args.no_supplementary,
+                              split_as_secondary=args.split_as_secondary),
         seed=SeedOptions(seed_length=args.seed_length, positions_per_read=args.positions_per_read, windows_per_read=args.windows_per_read),
         scoring=scoring,
         min_score=args.min_score,

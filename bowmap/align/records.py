@@ -1,0 +1,282 @@
+"""Records beyond each read's primary alignment, as bwa mem writes them: alternative hits (the XA
+tag, or secondary records with ``--secondary N``) and split reads (a supplementary record, SA on
+both parts). Everything is chosen from the windows the extend stage scored already: no extra
+pass over the reference, one batch of tracebacks for the few windows that can matter.
+
+A read's *other alignments* are its scored windows less its primary, one per distinct alignment
+(windows whose alignments end within SAME_ALIGNMENT_BASES of each other on one strand are one,
+the primary's own included), that reach the reporting minimum. Traced, each is classed against
+the primary by its interval on the read (forward-strand coordinates), as bwa's
+``mem_mark_primary_se``: it *overlaps* the primary when the two share at least MASK_LEVEL of the
+shorter interval.
+
+* Alternatives: overlapping, scoring at least XA_RATIO of the primary. XA lists them all
+  (``chr,±pos,CIGAR,NM;`` by score) when there are at most ``max_alternatives`` (bwa's ``-h``:
+  all or none; a read with more is a repeat, and a partial list would mislead). With
+  ``--secondary N`` the first N become secondary records (FLAG 0x100, MAPQ 0, SEQ/QUAL ``*``, no
+  XS) in place of XA, as bwa ``-a`` does.
+* Split reads: when the primary leaves at least the minimum score's worth of bases clipped, the
+  best other alignment that does not overlap it becomes a supplementary record (FLAG 0x800, or
+  0x100 with ``--split-as-secondary``, bwa's ``-M``); both records carry SA naming the other. Its
+  MAPQ weighs it against the other alignments overlapping it, capped at the primary's (bwa).
+  One supplementary a read: chimeras of two parts, the common case.
+* The primary's second-best score, and so its XS and MAPQ, come from alignments overlapping it
+  only (bwa's ``sub``): the other part of a chimeric read is not a rival placement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from bowmap.align.extend import SAME_ALIGNMENT_BASES, Extender, Scored, Traced
+from bowmap.align.mapq import NO_SCORE, mapping_quality
+from bowmap.align.options import RecordOptions
+
+XA_RATIO = 0.8  # bwa's XA_drop_ratio: alternatives scoring at least this share of the primary
+MASK_LEVEL = 0.5  # bwa's mask_level: two alignments share this much of the shorter on the read
+SPLIT_CANDIDATES = 4  # other alignments traced a read whose primary leaves a part clipped
+
+
+@dataclass
+class Others:
+    """A chunk's other alignments (:func:`other_alignments`), traced, one row each, sorted by
+    read then rank (score, best first): ``role`` ALTERNATIVE, SECONDARY or SUPPLEMENTARY."""
+
+    read: np.ndarray
+    role: np.ndarray
+    reverse: np.ndarray
+    traced: Traced
+    mapq: np.ndarray  # uint8: supplementary rows' MAPQ (0 elsewhere)
+    second: np.ndarray  # int64: each read's second-best score among overlapping alignments
+
+
+ALTERNATIVE, SECONDARY, SUPPLEMENTARY = 0, 1, 2
+
+
+def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None):
+    """A single-end chunk's records: Smith-Waterman over every candidate window, the traceback
+    of each read's best, and its other records (:func:`chunk_alignments`).
+
+    With a ``rescuer`` (a SeedFilter on ``smith_waterman``'s queue: it reads the chunk's reads
+    sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
+    perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`),
+    scored and ranked with the others."""
+    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
+    scored = extender.scored(windows, rescuer)
+    return chunk_alignments(extender, scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal)
+
+
+def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, second, suboptimal, mapq=None, proper=None):
+    """:meth:`Extender.alignments` of the windows ``chosen`` with the records the options ask
+    for beyond them: XA, and (single-end chunks) supplementary and secondary rows. Paired
+    chunks keep one row a read (the pair's fields are made for that): XA only, for now."""
+    records = extender.options.records
+    if extender.chunk.paired:
+        records = dataclasses.replace(records, secondary=0, supplementary=False)
+    if not (records.max_alternatives or records.secondary or records.supplementary):
+        return extender.alignments(scored, chosen, compared, second, suboptimal, mapq, proper)
+    mapped, traced = extender.primaries(scored, chosen, compared)
+    others = other_alignments(extender, scored, chosen, compared, second, traced, mapped, records)
+    alignments = extender.alignments(scored, chosen, compared, others.second, suboptimal, mapq, proper, (mapped, traced))
+    if extender.chunk.paired:
+        alignments.alternatives = alternatives_of(others)
+        return alignments
+    return with_other_records(alignments, others, records)
+
+
+def forward_interval(read_start, read_end, reverse, lengths):
+    """[start, end) on the read's forward strand of alignments given on their aligned strand."""
+    return np.where(reverse, lengths - read_end, read_start), np.where(reverse, lengths - read_start, read_end)
+
+
+def overlapping(start_a, end_a, start_b, end_b) -> np.ndarray:
+    """Whether two read intervals share at least MASK_LEVEL of the shorter (bwa's test)."""
+    shared = np.minimum(end_a, end_b) - np.maximum(start_a, start_b)
+    return shared >= MASK_LEVEL * np.minimum(end_a - start_a, end_b - start_b)
+
+
+def candidates(scored: Scored, chosen: np.ndarray, reportable: np.ndarray) -> np.ndarray:
+    """The windows of each read's other alignments, one a distinct alignment (the best-scoring
+    window of each cluster of ends; the primary's own cluster left out), sorted by read, then
+    score (best first), start and strand. ``chosen``: each read's primary window (-1: none);
+    ``reportable``: a mask of the windows whose score reaches the reporting minimum."""
+    windows = scored.windows
+    read, reverse, end = windows.read, windows.reverse, scored.text_end()
+    if len(read) == 0:
+        return np.zeros(0, dtype=np.int64)
+    primary = chosen[read]
+    safe = np.maximum(primary, 0)
+    other = (primary >= 0) & (np.arange(len(read)) != primary) & reportable
+    other &= (reverse != reverse[safe]) | (np.abs(end - end[safe]) > SAME_ALIGNMENT_BASES)
+    kept = np.flatnonzero(other)
+    kept = kept[np.lexsort((end[kept], reverse[kept], read[kept]))]
+    r, s, e = read[kept], reverse[kept], end[kept]
+    new = np.r_[True, (r[1:] != r[:-1]) | (s[1:] != s[:-1]) | (e[1:] - e[:-1] > SAME_ALIGNMENT_BASES)] if len(kept) else np.zeros(0, bool)
+    cluster = np.cumsum(new) - 1
+    order = np.lexsort((reverse[kept], windows.start[kept], -scored.score[kept].astype(np.int64), cluster))
+    leaders = kept[order[np.r_[True, cluster[order][1:] != cluster[order][:-1]]]] if len(kept) else kept
+    return leaders[np.lexsort((reverse[leaders], windows.start[leaders], -scored.score[leaders].astype(np.int64), read[leaders]))]
+
+
+def ranks(groups: np.ndarray) -> np.ndarray:
+    """Each element's place within its run of equal values (``groups`` sorted)."""
+    if len(groups) == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.r_[True, groups[1:] != groups[:-1]]
+    positions = np.arange(len(groups))
+    return positions - np.maximum.accumulate(np.where(starts, positions, 0))
+
+
+def other_alignments(extender, scored: Scored, chosen: np.ndarray, compared: np.ndarray, second: np.ndarray,
+                     primary: Traced, mapped: np.ndarray, options: RecordOptions) -> Others:
+    """The alternatives and split parts of a chunk's mapped reads (see the module docstring).
+    ``chosen``/``compared``/``second``: each read's primary window, the score it was chosen by
+    and its second-best score; ``primary``: the mapped reads' primaries traced (in read order)."""
+    count, lengths, scoring = extender.count, extender.lengths, extender.scoring
+    windows = scored.windows
+    minimum = extender.minimum()
+    bonus = 2 * scoring.clip_bonus
+    reportable = (scored.score + bonus > 0) & (scored.score + bonus >= minimum[windows.read]) if len(windows) else np.zeros(0, bool)
+    chosen = np.where(mapped, chosen, -1)
+    found = candidates(scored, chosen, reportable)
+    read = windows.read[found]
+    alternative = scored.score[found] >= XA_RATIO * compared[read]
+    alternatives = np.bincount(read[alternative], minlength=count)
+    alternative_rank = np.zeros(len(found), dtype=np.int64)
+    alternative_rank[alternative] = ranks(read[alternative])
+    if options.secondary:
+        wanted = alternative & (alternative_rank < options.secondary)
+    else:
+        wanted = alternative & (alternatives[read] <= options.max_alternatives)
+    start = np.zeros(count, dtype=np.int64)
+    end = np.zeros(count, dtype=np.int64)
+    primary_reverse = windows.reverse[primary.window] if len(windows) else np.zeros(0, bool)
+    start[mapped], end[mapped] = forward_interval(primary.read_start, primary.read_end, primary_reverse, lengths[mapped])
+    if options.supplementary:
+        # Where each other alignment lies on the read, before tracing: it ends at its window's
+        # read end and spans at least score / match bases. Those clear of the primary there,
+        # best first, are traced for the split (a part in a repeat has many copies that
+        # overlap the primary: ranking all of them would crowd the other part out).
+        clipped = (lengths - (end - start)) * scoring.match >= minimum
+        found_end = scored.read_end[found].astype(np.int64)
+        found_start = found_end - np.maximum(scored.score[found].astype(np.int64) + bonus, 1) // scoring.match
+        near_start, near_end = forward_interval(found_start, found_end, windows.reverse[found], lengths[read])
+        clear = clipped[read] & ~overlapping(near_start, near_end, start[read], end[read])
+        clear_rank = np.zeros(len(found), dtype=np.int64)
+        clear_rank[clear] = ranks(read[clear])
+        wanted |= clear & (clear_rank < SPLIT_CANDIDATES)
+    traced = extender.trace(windows, found[wanted])
+    read = windows.read[traced.window]
+    reverse = windows.reverse[traced.window]
+    good = (traced.score > 0) & (traced.score >= minimum[read])
+    traced, read, reverse, alternative = traced.subset(good), read[good], reverse[good], alternative[wanted][good]
+    other_start, other_end = forward_interval(traced.read_start, traced.read_end, reverse, lengths[read])
+    with_primary = overlapping(other_start, other_end, start[read], end[read])
+    role = np.full(len(read), -1, dtype=np.int64)
+    role[with_primary & alternative] = SECONDARY if options.secondary else ALTERNATIVE
+    # The primary's rival is the best alignment overlapping it: a part of the read aligned
+    # elsewhere (found clear of it here) is not one.
+    apart = np.zeros(len(scored.score), dtype=bool)
+    apart[traced.window[~with_primary]] = True
+    fixed_second = np.asarray(second, dtype=np.int64).copy()
+    moved = np.zeros(count, dtype=bool)
+    moved[read[~with_primary]] = True
+    if moved.any():
+        rivals = found[moved[windows.read[found]] & ~apart[found]]
+        fixed_second[moved] = NO_SCORE
+        np.maximum.at(fixed_second, windows.read[rivals], scored.score[rivals].astype(np.int64))
+    mapq = np.zeros(len(read), dtype=np.uint8)
+    if options.supplementary:
+        split = np.flatnonzero(~with_primary)
+        split = split[np.r_[True, read[split][1:] != read[split][:-1]]] if len(split) else split  # the best a read
+        role[split] = SUPPLEMENTARY
+        mapq[split] = _split_mapq(scored, traced, read, split, other_start, other_end, lengths, scoring)
+    kept = role >= 0
+    return Others(read[kept], role[kept], reverse[kept], traced.subset(kept), mapq[kept], fixed_second)
+
+
+def _split_mapq(scored: Scored, traced: Traced, read, split, start, end, lengths, scoring) -> np.ndarray:
+    """MAPQ of the supplementary parts ``split`` (rows of ``traced``): their score against the
+    best other traced alignment of the read overlapping them on the read."""
+    score = scored.score[traced.window].astype(np.int64)
+    rival = np.full(len(split), NO_SCORE, dtype=np.int64)
+    first = np.searchsorted(read, read[split], side="left")
+    last = np.searchsorted(read, read[split], side="right")
+    for offset in range(int((last - first).max(initial=0))):  # a few traced alignments a read
+        other = first + offset
+        valid = (other < last) & (other != split)
+        other = np.minimum(other, len(read) - 1)
+        clash = valid & overlapping(start[other], end[other], start[split], end[split])
+        rival = np.where(clash, np.maximum(rival, score[other]), rival)
+    return mapping_quality(score[split], rival, lengths[read[split]], scoring)
+
+
+def with_other_records(primary, others: Others, options: RecordOptions):
+    """``primary`` (ChunkAlignments, one row a read) with the supplementary and secondary
+    records of ``others`` as rows of their own after each read's primary (supplementary first,
+    then secondaries by rank), SA partners linked, and the alternatives for XA."""
+    from bowmap.align.sam import ChunkAlignments
+
+    count = len(primary.mapped)
+    written = others.role != ALTERNATIVE
+    extra_read = others.read[written]
+    extra_role = others.role[written]
+    traced = others.traced.subset(written)
+    read_index = np.concatenate((np.arange(count, dtype=np.int64), extra_read))
+    within = np.concatenate((np.zeros(count, dtype=np.int64), np.where(extra_role == SUPPLEMENTARY, 1, 2 + ranks(extra_read))))
+    order = np.lexsort((within, read_index))
+    primary_lengths = np.diff(primary.cigar_offsets)
+    lengths = np.concatenate((primary_lengths, traced.cigar_lengths))
+    starts = np.concatenate((primary.cigar_offsets[:-1], len(primary.cigar_ops) + traced.cigar_starts))
+    pool = np.concatenate((primary.cigar_ops, traced.cigar_ops)).astype(np.uint32)
+    from bowmap.runtime.arrays import segment_ranges
+
+    split = extra_role == SUPPLEMENTARY
+    supplementary_mapq = np.minimum(others.mapq[written], primary.mapq[extra_read])
+    rows = ChunkAlignments(
+        mapped=np.concatenate((primary.mapped, np.ones(len(extra_read), dtype=bool)))[order],
+        reverse=np.concatenate((primary.reverse, others.reverse[written]))[order],
+        contig=np.concatenate((primary.contig, traced.contig)).astype(np.int32)[order],
+        position=np.concatenate((primary.position, traced.position))[order],
+        score=np.concatenate((primary.score, traced.score)).astype(np.int32)[order],
+        second_score=np.concatenate((primary.second_score, np.full(len(extra_read), NO_SCORE))).astype(np.int32)[order],
+        cigar_ops=pool[segment_ranges(starts[order], lengths[order])],
+        cigar_offsets=np.concatenate(([0], np.cumsum(lengths[order]))),
+        mapq=np.concatenate((primary.mapq, np.where(split, supplementary_mapq, 0))).astype(np.uint8)[order],
+        secondary=np.concatenate((np.zeros(count, dtype=bool), (extra_role == SECONDARY) | (split & options.split_as_secondary)))[order],
+        supplementary=np.concatenate((np.zeros(count, dtype=bool), split & (not options.split_as_secondary)))[order],
+        read_index=read_index[order],
+        proper=primary.proper,
+    )
+    # SA partners: a read's primary and its supplementary, rows next to each other.
+    position_of = np.empty(len(order), dtype=np.int64)
+    position_of[order] = np.arange(len(order))
+    partner = np.full(len(order), -1, dtype=np.int64)
+    split_rows = position_of[count + np.flatnonzero(split)]
+    primary_rows = position_of[extra_read[split]]
+    partner[split_rows], partner[primary_rows] = primary_rows, split_rows
+    rows.partner = partner
+    rows.alternatives = alternatives_of(others)
+    return rows
+
+
+def alternatives_of(others: Others):
+    """The XA entries of ``others`` as ChunkAlignments rows (read_index: their reads)."""
+    from bowmap.align.sam import ChunkAlignments
+
+    listed = others.role == ALTERNATIVE
+    traced = others.traced.subset(listed)
+    return ChunkAlignments(
+        mapped=np.ones(int(listed.sum()), dtype=bool),
+        reverse=others.reverse[listed],
+        contig=traced.contig.astype(np.int32),
+        position=traced.position,
+        score=traced.score.astype(np.int32),
+        second_score=np.full(len(traced.score), NO_SCORE, dtype=np.int32),
+        cigar_ops=traced.ops(),
+        cigar_offsets=np.concatenate(([0], np.cumsum(traced.cigar_lengths))),
+        read_index=others.read[listed],
+    )
