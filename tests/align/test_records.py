@@ -99,8 +99,7 @@ def genome(tmp_path_factory):
 
 def reads_file(path, reads: dict[str, str]) -> str:
     with open(path, "w") as handle:
-        for name, sequence in reads.items():
-            handle.write(f"@{name}\n{sequence}\n+\n{'I' * len(sequence)}\n")
+        handle.writelines(f"@{name}\n{sequence}\n+\n{'I' * len(sequence)}\n" for name, sequence in reads.items())
     return str(path)
 
 
