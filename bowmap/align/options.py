@@ -17,6 +17,7 @@ class RecordOptions:
     secondary: int = 0  # secondary records a read, in place of XA (bwa's -a, minimap2's -N)
     supplementary: bool = True  # split reads: a supplementary record and SA
     split_as_secondary: bool = False  # the supplementary marked 0x100 (bwa's -M, for Picard)
+    hard_clip_supplementary: bool = False  # the supplementary's clips as H (bwa's default; its -Y keeps S)
 
 
 @dataclass

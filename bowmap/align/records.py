@@ -248,6 +248,7 @@ def with_other_records(primary, others: Others, options: RecordOptions):
         mapq=np.concatenate((primary.mapq, np.where(split, supplementary_mapq, 0))).astype(np.uint8)[order],
         secondary=np.concatenate((np.zeros(count, dtype=bool), (extra_role == SECONDARY) | (split & options.split_as_secondary)))[order],
         supplementary=np.concatenate((np.zeros(count, dtype=bool), split & (not options.split_as_secondary)))[order],
+        hard_clipped=np.concatenate((np.zeros(count, dtype=bool), split & options.hard_clip_supplementary))[order],
         read_index=read_index[order],
         proper=primary.proper,
     )

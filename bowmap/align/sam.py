@@ -77,6 +77,7 @@ class ChunkAlignments:
     supplementary: np.ndarray | None = None  # bool[m]: FLAG 0x800 (a split read's other part)
     partner: np.ndarray | None = None  # int64[m]: the row the SA tag names (-1: none), a row of the same read
     alternatives: ChunkAlignments | None = None  # XA entries: rows with read_index, by read then rank
+    hard_clipped: np.ndarray | None = None  # bool[m]: clips written as H, SEQ/QUAL without them
 
     def primary_rows(self) -> np.ndarray:
         """Mask of the rows that are reads' primary records (one a read)."""
@@ -404,13 +405,37 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
     ]  # fmt: skip
     if context.read_group_id is not None:
         blocks.append(_constant(b"\tRG:Z:" + context.read_group_id.encode(), count))
-    if (partner >= 0).any():
+    if (partner >= 0).any():  # SA names the partner with its soft clips, whatever its own line shows
         blocks += _split_tag(partner, rname, position, reverse, cigar, mapq, edit_distance)
+    if alignments.hard_clipped is not None and (alignments.hard_clipped[rows] & mapped).any():
+        _hard_clip(alignments, rows, alignments.hard_clipped[rows] & mapped, read_lengths, sequence, quality, cigar)
     if alignments.alternatives is not None and len(alignments.alternatives.mapped):
         blocks += _alternatives_tag(chunk, alignments, rows, reads, context)
     blocks.append(_constant(b"\n", count))
     lines = np.concatenate(blocks, axis=1)
     return lines.tobytes().translate(None, b"\0")  # the padding out: a C loop, faster than a mask
+
+
+def _hard_clip(alignments, rows, hard, read_lengths, sequence, quality, cigar) -> None:
+    """Rows ``hard`` written hard-clipped, in place: their clipped bases cleared from SEQ (left-
+    aligned rows) and QUAL (reverse rows right-aligned, see _format_rows), S shown as H."""
+    ops = np.asarray(alignments.cigar_ops, dtype=np.uint32)
+    first = ops[alignments.cigar_offsets[rows]]
+    last = ops[alignments.cigar_offsets[rows + 1] - 1]
+    lead = np.where(hard & ((first & 0xF) == SOFT_CLIP), first >> 4, 0).astype(np.int64)
+    trail = np.where(hard & ((last & 0xF) == SOFT_CLIP), last >> 4, 0).astype(np.int64)
+    column = np.arange(sequence.shape[1])
+    sequence[(column < lead[:, None]) | (column >= (read_lengths - trail)[:, None])] = 0
+    if quality.flags.writeable:  # FASTA input: QUAL is one '*' a line
+        reverse = alignments.reverse[rows]
+        offset = np.where(reverse, quality.shape[1] - read_lengths, 0)[:, None]  # where a row's first base sits
+        column = np.arange(quality.shape[1])
+        first_kept = offset + lead[:, None]  # CIGAR and both rows run along the aligned strand
+        end_kept = offset + (read_lengths - trail)[:, None]
+        quality[hard[:, None] & ((column < first_kept) | (column >= end_kept))] = 0
+    letters = cigar[hard]
+    letters[letters == ord("S")] = ord("H")
+    cigar[hard] = letters
 
 
 def _split_tag(partner, rname, position, reverse, cigar, mapq, edit_distance) -> list[np.ndarray]:

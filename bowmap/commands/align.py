@@ -60,6 +60,8 @@ def add_parser(subparsers):
                         help="write up to N alternative hits as secondary records (FLAG 0x100) in place of XA (default 0; single-end reads)")
     output.add_argument("--no-supplementary", action="store_true",
                         help="no split reads: by default a part of a read clipped off its primary and aligned elsewhere gets a supplementary record and SA (single-end reads)")
+    output.add_argument("--hard-clip-supplementary", action="store_true",
+                        help="write supplementary records hard-clipped (H; SEQ and QUAL of the aligned part only), as bwa does without -Y (default: soft-clipped)")
     output.add_argument("-M", "--split-as-secondary", action="store_true", help="mark the split reads' supplementary records secondary (FLAG 0x100), as bwa's -M (for Picard)")
     output.add_argument("--rg-id", metavar="ID", help="read group ID: an @RG header line and an RG tag on every read")
     output.add_argument("--rg", action="append", default=[], metavar="TAG:VALUE", help="more @RG fields (repeatable; needs --rg-id)")
@@ -123,7 +125,7 @@ def run(args) -> int:
         processes=args.processes,
         end_to_end=args.end_to_end,
         records=RecordOptions(max_alternatives=args.max_alternatives, secondary=args.secondary, supplementary=not args.no_supplementary,
-                              split_as_secondary=args.split_as_secondary),
+                              split_as_secondary=args.split_as_secondary, hard_clip_supplementary=args.hard_clip_supplementary),
         seed=SeedOptions(seed_length=args.seed_length, positions_per_read=args.positions_per_read, windows_per_read=args.windows_per_read),
         scoring=scoring,
         min_score=args.min_score,

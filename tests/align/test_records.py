@@ -99,7 +99,9 @@ def genome(tmp_path_factory):
 
 def reads_file(path, reads: dict[str, str]) -> str:
     with open(path, "w") as handle:
-        handle.writelines(f"@{name}\n{sequence}\n+\n{'I' * len(sequence)}\n" for name, sequence in reads.items())
+        for name, sequence in reads.items():
+            quality = "".join(chr(33 + 2 + (i * 7) % 39) for i in range(len(sequence)))  # unlike when reversed
+            handle.write(f"@{name}\n{sequence}\n+\n{quality}\n")
     return str(path)
 
 
@@ -217,3 +219,15 @@ def test_records_are_the_same_whatever_the_chunks_and_processes(genome, made_rea
     pysam.index(str(tmp_path / "many.bam"))
     flagstat = pysam.flagstat(str(tmp_path / "many.bam"))
     assert "90 + 0 supplementary" in flagstat and "150 + 0 primary" in flagstat
+
+
+def test_hard_clipped_supplementary_records_keep_only_their_aligned_part(genome, made_reads, tmp_path):
+    soft = align(genome, made_reads, tmp_path)
+    hard = align(genome, made_reads, tmp_path, "--hard-clip-supplementary")
+    for name in ("chimera", "across", "reversed_chimera"):
+        (soft_primary, soft_part), (hard_primary, hard_part) = soft[name], hard[name]
+        assert hard_primary.to_string() == soft_primary.to_string()  # the primary stays soft-clipped
+        assert hard_part.cigarstring == soft_part.cigarstring.replace("S", "H")
+        assert hard_part.query_sequence == soft_part.query_alignment_sequence
+        assert list(hard_part.query_qualities) == list(soft_part.query_alignment_qualities)
+        assert hard_part.get_tag("SA") == soft_part.get_tag("SA") and "H" not in hard_primary.get_tag("SA")
