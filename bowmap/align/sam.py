@@ -24,6 +24,15 @@ import numpy as np
 
 from bowmap.align.mapq import NO_SCORE, mapping_quality
 from bowmap.align.reference import ReferenceText
+from bowmap.align.sam_text import (
+    constant_text,
+    cut_rows,
+    decimal_text,
+    padded_rows,
+    segment_sum,
+    tag_blocks,
+    text_rows,
+)
 from bowmap.runtime.arrays import exclusive_cumsum, prefix_mask, segment_ranges, windows
 
 __all__ = [
@@ -102,80 +111,6 @@ class ChunkAlignments:
         )
 
 
-# ---------------------------------------------------------------------------- array helpers
-
-
-def _segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Sums of consecutive segments of ``values`` with ``counts`` elements each (0 allowed)."""
-    totals = np.concatenate(([0], np.cumsum(values, dtype=np.int64)))
-    ends = np.cumsum(counts, dtype=np.int64)
-    return totals[ends] - totals[ends - counts]
-
-
-def _rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Rows ``flat[start : start + length]`` as a NUL-padded matrix (at least one column)."""
-    return _cut(windows(flat, starts, max(int(lengths.max(initial=0)), 1)), lengths)
-
-
-def _cut(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``matrix`` with each row's bytes from its length on set to NUL (in place)."""
-    if (lengths < matrix.shape[1]).any():
-        matrix *= prefix_mask(lengths, matrix.shape[1])
-    return matrix
-
-
-def _padded(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Rows of a NUL-padded matrix from concatenated rows (``flat`` holds exactly the rows)."""
-    return _rows(flat, exclusive_cumsum(lengths), lengths)
-
-
-# Decimal text of 0..9999 as little-endian 32-bit words of four bytes, unpadded (NULs after the
-# digits) and zero-padded to four digits: a number is one word gathered, not four bytes.
-_SMALL_NUMBERS = np.array([str(number).encode() for number in range(10000)], dtype="S4").view("<u4")
-_DIGIT_GROUPS = np.array([f"{number:04d}".encode() for number in range(10000)], dtype="S4").view("<u4")
-_GROUP_SCALES = 10000 ** np.arange(5, dtype=np.int64)  # five groups of four digits hold any int64
-
-
-def _decimal(values: np.ndarray) -> np.ndarray:
-    """Decimal text of integers as a NUL-padded (n, width) uint8 matrix; the text may start
-    after some NULs (callers drop them). Table look-ups, four digits at a time: several times
-    faster than ``astype('S')``."""
-    values = np.asarray(values, dtype=np.int64)
-    count = len(values)
-    if count == 0:
-        return np.zeros((0, 1), dtype=np.uint8)
-    low, high = int(values.min()), int(values.max())
-    if low >= 0 and high < 10000:
-        return np.take(_SMALL_NUMBERS, values).view(np.uint8).reshape(count, 4)
-    magnitude = np.abs(values)
-    groups = -(-len(str(max(high, -low))) // 4)
-    scales = _GROUP_SCALES[groups - 1 :: -1]  # most significant group first
-    group_values = magnitude[:, None] // scales % 10000
-    # The leading group is written unpadded, the groups after it zero-padded, none before it.
-    leading = (groups - 1 - (magnitude[:, None] >= scales[:-1]).sum(axis=1))[:, None]
-    column = np.arange(groups)
-    words = np.where(column > leading, np.take(_DIGIT_GROUPS, group_values), np.take(_SMALL_NUMBERS, group_values))
-    words[column < leading] = 0
-    digits = words.astype("<u4", copy=False).view(np.uint8).reshape(count, 4 * groups)
-    if low < 0:
-        sign = np.where(values < 0, ord("-"), 0).astype(np.uint8)[:, None]
-        digits = np.concatenate((sign, digits), axis=1)
-    return digits
-
-
-def _constant(text: bytes, rows: int) -> np.ndarray:
-    return np.broadcast_to(np.frombuffer(text, dtype=np.uint8), (rows, len(text)))
-
-
-def _tag(prefix: bytes, values: np.ndarray, present: np.ndarray) -> list[np.ndarray]:
-    """A tag's column blocks: ``prefix`` then the padded ``values``, on rows where ``present``."""
-    if present.all():
-        return [_constant(prefix, len(values)), values]
-    block = np.concatenate((_constant(prefix, len(values)), values), axis=1)
-    block[~present] = 0
-    return [block]
-
-
 # ------------------------------------------------------------------------------- formatting
 
 
@@ -213,8 +148,8 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Ciga
         raise ValueError(f"CIGAR of read {int(reads[op_row[clip_inside][0]])} has a soft clip between other operations")
     query_use = np.where(_QUERY_CONSUMING[op_code], op_length, 0)
     reference_use = np.where(_REFERENCE_CONSUMING[op_code], op_length, 0)
-    query_total = _segment_sum(query_use, op_counts)
-    span = _segment_sum(reference_use, op_counts)
+    query_total = segment_sum(query_use, op_counts)
+    span = segment_sum(reference_use, op_counts)
     wrong = (query_total != read_lengths) | (span == 0)
     if wrong.any():
         row = int(np.flatnonzero(wrong)[0])
@@ -236,7 +171,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Ciga
 
     # CIGAR text: a slot an operation (its length digits, its letter), slot k of a row holding
     # its k-th operation; unused slots stay NUL, so a row needs no packing.
-    digits = _decimal(op_length)
+    digits = decimal_text(op_length)
     slots = int(op_counts.max(initial=1))
     cigar = np.zeros((count * slots, digits.shape[1] + 1), dtype=np.uint8)
     op_slot = op_row * slots + op_rank
@@ -262,7 +197,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Ciga
     mismatch_offset = reference_before[mismatch_op] + mismatch_column
 
     gaps = np.where((op_code == INSERTION) | (op_code == DELETION), op_length, 0)
-    edit_distance = np.bincount(mismatch_row, minlength=count) + _segment_sum(gaps, op_counts)
+    edit_distance = np.bincount(mismatch_row, minlength=count) + segment_sum(gaps, op_counts)
     return _Cigars(cigar=cigar, edit_distance=edit_distance, span=span, md=_md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code))
 
 
@@ -294,7 +229,7 @@ def _md(reference, span, op_row, op_length, op_code, reference_before, text_star
     items_per_row = events_per_row + 1
     event_item = exclusive_cumsum(items_per_row)[event_row] + rank
     final_item = np.cumsum(items_per_row) - 1
-    numbers = _decimal(np.concatenate((event_offset - previous_end, span - last_end)))
+    numbers = decimal_text(np.concatenate((event_offset - previous_end, span - last_end)))
     items = np.zeros((len(event_row) + count, numbers.shape[1] + 1), dtype=np.uint8)
     items[event_item, :-1] = numbers[: len(event_row)]
     items[final_item, :-1] = numbers[len(event_row) :]
@@ -307,7 +242,7 @@ def _md(reference, span, op_row, op_length, op_code, reference_before, text_star
         deleted_bases = _BASE_LETTERS[np.minimum(reference.spans(text_start[deletion], op_length[deletion]), 4)]
         md_flat = np.insert(md_flat, np.repeat(after_caret, op_length[deletion]), deleted_bases)
         item_length[deleted_item] += op_length[deletion]
-    return _padded(md_flat, _segment_sum(item_length, items_per_row))
+    return padded_rows(md_flat, segment_sum(item_length, items_per_row))
 
 
 # Codes 0..4 -> SEQ letters (anything above 4 is N, as the reader never makes), and the same
@@ -327,7 +262,7 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
     empty = read_lengths == 0
 
     name_lengths = context.name_lengths[reads]
-    names = _rows(chunk.names, chunk.name_offsets[reads], name_lengths)
+    names = text_rows(chunk.names, chunk.name_offsets[reads], name_lengths)
     names[name_lengths == 0, 0] = ord("*")
 
     # SEQ is the aligned strand: a reverse read's comes from the reverse complements (second in
@@ -336,12 +271,12 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
     width = max(int(read_lengths.max()), 1)
     even_width = width + width % 2  # whole code pairs; the column added is cut off below
     sequence = np.take(_SEQUENCE_PAIRS, windows(context.read_pool, strand_starts, even_width).view("<u2")).view(np.uint8)
-    sequence = _cut(sequence, read_lengths)
+    sequence = cut_rows(sequence, read_lengths)
     sequence[empty, 0] = ord("*")
     if chunk.qualities is None:
-        quality = _constant(b"*", count)
+        quality = constant_text(b"*", count)
     else:
-        quality = _rows(chunk.qualities, read_starts, read_lengths)
+        quality = text_rows(chunk.qualities, read_starts, read_lengths)
         flipped = np.flatnonzero(reverse)
         quality[flipped] = quality[flipped, ::-1]
         quality[empty, 0] = ord("*")
@@ -389,29 +324,29 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
             alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, context.reference.rname_table()
         )
     else:
-        mate_fields = [_constant(b"\t*\t0\t0\t", count)]
+        mate_fields = [constant_text(b"\t*\t0\t0\t", count)]
     rname = context.reference.rname_table()[np.where(contig >= 0, contig, len(context.reference.contig_names))]
 
-    tab = _constant(b"\t", count)
+    tab = constant_text(b"\t", count)
     blocks = [
-        names, tab, _decimal(flag), tab, rname, tab, _decimal(position), tab, _decimal(mapq), tab, cigar,
+        names, tab, decimal_text(flag), tab, rname, tab, decimal_text(position), tab, decimal_text(mapq), tab, cigar,
         *mate_fields, sequence, tab, quality,
-        *_tag(b"\tNM:i:", _decimal(edit_distance), mapped),
-        *_tag(b"\tMD:Z:", md, mapped),
-        *_tag(b"\tAS:i:", _decimal(alignments.score[rows]), mapped),
+        *tag_blocks(b"\tNM:i:", decimal_text(edit_distance), mapped),
+        *tag_blocks(b"\tMD:Z:", md, mapped),
+        *tag_blocks(b"\tAS:i:", decimal_text(alignments.score[rows]), mapped),
         # XS on every mapped read, 0 when no other alignment was found (as bwa mem writes it).
-        *_tag(b"\tXS:i:", _decimal(np.where(second == NO_SCORE, 0, np.maximum(second, 0))), mapped & ~hidden),
+        *tag_blocks(b"\tXS:i:", decimal_text(np.where(second == NO_SCORE, 0, np.maximum(second, 0))), mapped & ~hidden),
         *mate_tags,
     ]  # fmt: skip
     if context.read_group_id is not None:
-        blocks.append(_constant(b"\tRG:Z:" + context.read_group_id.encode(), count))
+        blocks.append(constant_text(b"\tRG:Z:" + context.read_group_id.encode(), count))
     if (partner >= 0).any():  # SA names the partner with its soft clips, whatever its own line shows
         blocks += _split_tag(partner, rname, position, reverse, cigar, mapq, edit_distance)
     if alignments.hard_clipped is not None and (alignments.hard_clipped[rows] & mapped).any():
         _hard_clip(alignments, rows, alignments.hard_clipped[rows] & mapped, read_lengths, sequence, quality, cigar)
     if alignments.alternatives is not None and len(alignments.alternatives.mapped):
         blocks += _alternatives_tag(chunk, alignments, rows, reads, context)
-    blocks.append(_constant(b"\n", count))
+    blocks.append(constant_text(b"\n", count))
     lines = np.concatenate(blocks, axis=1)
     return lines.tobytes().translate(None, b"\0")  # the padding out: a C loop, faster than a mask
 
@@ -444,11 +379,11 @@ def _split_tag(partner, rname, position, reverse, cigar, mapq, edit_distance) ->
     count = len(partner)
     present = partner >= 0
     other = np.maximum(partner, 0)
-    comma = _constant(b",", count)
+    comma = constant_text(b",", count)
     strand = np.where(reverse[other], ord("-"), ord("+")).astype(np.uint8)[:, None]
     block = np.concatenate((
-        _constant(b"\tSA:Z:", count), rname[other], comma, _decimal(position[other]), comma, strand, comma, cigar[other], comma,
-        _decimal(mapq[other]), comma, _decimal(edit_distance[other]), _constant(b";", count),
+        constant_text(b"\tSA:Z:", count), rname[other], comma, decimal_text(position[other]), comma, strand, comma, cigar[other], comma,
+        decimal_text(mapq[other]), comma, decimal_text(edit_distance[other]), constant_text(b";", count),
     ), axis=1)  # fmt: skip
     block[~present] = 0
     return [block]
@@ -469,19 +404,19 @@ def _alternatives_tag(chunk, alignments, rows, reads, context) -> list[np.ndarra
     entry_reads = others.read_index[entries]
     fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context)
     n = len(entries)
-    comma = _constant(b",", n)
+    comma = constant_text(b",", n)
     sign = np.where(others.reverse[entries], ord("-"), ord("+")).astype(np.uint8)[:, None]
     rname = context.reference.rname_table()[others.contig[entries]]
-    matrix = np.concatenate((rname, comma, sign, _decimal(others.position[entries] + 1), comma, fields.cigar, comma,
-                             _decimal(fields.edit_distance), _constant(b";", n)), axis=1)
+    matrix = np.concatenate((rname, comma, sign, decimal_text(others.position[entries] + 1), comma, fields.cigar, comma,
+                             decimal_text(fields.edit_distance), constant_text(b";", n)), axis=1)
     entry_length = np.count_nonzero(matrix, axis=1)
     per_read = np.bincount(np.searchsorted(np.unique(entry_reads), entry_reads), weights=entry_length).astype(np.int64)
     listed_reads = np.unique(entry_reads)
-    text = _padded(matrix[matrix != 0], per_read)
+    text = padded_rows(matrix[matrix != 0], per_read)
     present = primary & np.isin(reads, listed_reads)
     block = np.zeros((count, text.shape[1]), dtype=np.uint8)
     block[present] = text[np.searchsorted(listed_reads, reads[present])]
-    return _tag(b"\tXA:Z:", block, present)
+    return tag_blocks(b"\tXA:Z:", block, present)
 
 
 FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE, FLAG_FIRST, FLAG_SECOND = 0x1, 0x2, 0x8, 0x20, 0x40, 0x80
@@ -517,11 +452,11 @@ def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, positio
     equals[0, 0] = ord("=")
     names = np.where(mate_contig < 0, len(rname_table) - 1, np.where(mate_contig == contig, len(rname_table), mate_contig))
     return flag, contig, position, [
-        _constant(b"\t", count), np.concatenate((rname_table, equals))[names], _constant(b"\t", count), _decimal(mate_position), _constant(b"\t", count),
-        _decimal(template), _constant(b"\t", count),
+        constant_text(b"\t", count), np.concatenate((rname_table, equals))[names], constant_text(b"\t", count), decimal_text(mate_position), constant_text(b"\t", count),
+        decimal_text(template), constant_text(b"\t", count),
     ], [
-        *_tag(b"\tMC:Z:", cigar[mate], mate_mapped),
-        *_tag(b"\tMQ:i:", _decimal(mapq[mate]), mate_mapped),
+        *tag_blocks(b"\tMC:Z:", cigar[mate], mate_mapped),
+        *tag_blocks(b"\tMQ:i:", decimal_text(mapq[mate]), mate_mapped),
     ]
 
 

@@ -291,7 +291,7 @@ def test_small_batches_and_packed_reference_give_the_same_text(monkeypatch):
 
 
 def test_decimal_text_of_awkward_integers():
-    from bowmap.align.sam import _decimal
+    from bowmap.align.sam_text import decimal_text as _decimal
 
     edges = [0, 1, 9, 10, 9999, 10000, 10001, 99999999, 100000000, 123456789012, 2**62, -1, -9999, -10000, -(2**62)]
     for values in (np.array(edges), np.arange(10000), np.array([5, 70000]), np.array([-3, 0, 42])):
