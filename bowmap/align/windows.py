@@ -49,9 +49,9 @@ class SeedFilter:
     Hits become windows on the same device (:class:`DeviceWindows`) when ``searcher`` is an
     :class:`FMSearch` and the index fits the kernel's keys; otherwise, or with
     ``windows_on_device=False``, on the host (:meth:`_merge_on_host`, the kernel's reference).
-    With windows on the device and a one-block index, the hits are made there too and never
-    come to the host (:meth:`FMSearch.seed_hits`; ``hits_on_device=False``: by :meth:`_hits`,
-    its reference)."""
+    With windows on the device, the hits are made there too and never come to the host
+    (:meth:`FMSearch.seed_hits`, whatever the index's blocks; ``hits_on_device=False``: by
+    :meth:`_hits`, its reference)."""
 
     def __init__(self, index: FMIndex, device_blocks: list[DeviceBlock], searcher: FMSearch, options: SeedOptions,
                  windows_on_device: bool = True, hits_on_device: bool = True):
@@ -68,7 +68,7 @@ class SeedFilter:
             self.device_windows = DeviceWindows(searcher.device, searcher.queue, index, options)
         # One set of buffers a round that may be merged with others: first, long and re-seeded.
         self._hit_buffers = None
-        if hits_on_device and self.device_windows is not None and len(device_blocks) == 1 and seed_hits_fit(device_blocks[0].block):
+        if hits_on_device and self.device_windows is not None and device_blocks and all(seed_hits_fit(block.block) for block in device_blocks):
             self._hit_buffers = [HitBuffers(searcher.device) for _ in range(3)]
 
     def windows(self, codes, reverse_codes, read_offsets, joined=None) -> Windows:

@@ -390,12 +390,14 @@ def test_hit_layout_places_every_block_after_the_previous_ones():
         assert all(merged[r] <= slot < merged[r + 1] for r, slot in slots)
 
 
-def test_windows_with_hits_on_the_device_equal_the_references(tmp_path, device):
+@pytest.mark.parametrize("device_memory, block_count", [(1 << 30, 1), (40_000, 3), (25_000, 4)])
+def test_windows_with_hits_on_the_device_equal_the_references(tmp_path, device, device_memory, block_count):
     rng = np.random.default_rng(23)
     genome = random_genome(rng, 60_000)
     for copy in range(6):  # an interspersed repeat family: crowded reads get long seeds
         genome[5_000 + copy * 9_000 : 5_300 + copy * 9_000] = genome[1_000:1_300]
-    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], max_read_length=150)
+    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], device_memory=device_memory, max_read_length=150)
+    assert len(index.blocks) == block_count
     blocks = [DeviceBlock(device, block) for block in index.blocks]
     codes, reverse_codes, offsets, _, _ = simulate_reads(rng, genome, 500, 100, error_rate=0.03)
     options = SeedOptions(max_occurrences=4)
