@@ -62,6 +62,9 @@ class FMSearch:
         self._seed_search = cl.Kernel(program, "seed_search")
         self._choose_seeds = cl.Kernel(program, "choose_seeds")
         self._locate_hits = cl.Kernel(program, "locate_hits")
+        self._add_block_occurrences = cl.Kernel(program, "add_block_occurrences")
+        self._subtract_overlaps = cl.Kernel(program, "subtract_overlaps")
+        self._block_rows = cl.Kernel(program, "block_rows")
         self._group = work_group_size(self._search, device)
         mf = cl.mem_flags
         context = device.context
@@ -71,6 +74,10 @@ class FMSearch:
         self._results = ReusedBuffer(context, mf.READ_WRITE)
         # seed_hits' scratch: seed_first, read offsets, taken, read_rows, crowded, read starts.
         self._seed_scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(6)]
+        # With several blocks: each block's intervals (the first is _results), all blocks'
+        # occurrences, and each block's rows of every read.
+        self._block_results = [self._results]
+        self._combined, self._rows_by_block = ReusedBuffer(context, mf.READ_WRITE), ReusedBuffer(context, mf.READ_WRITE)
         # The latest kernel launch: with a profiling queue, benchmarks read its device time.
         self.last_kernel_event: cl.Event | None = None
 
@@ -166,71 +173,190 @@ class FMSearch:
         first a device buffer, the others read back (uint32, bool). ``seed_first_device``:
         ``seed_first`` on the device already."""
         reads = len(seed_first) - 1
-        half = int(seed_first[-1])
         if seed_first_device is None:
             seed_first_device = self._seed_scratch[0].upload(self.queue, _as_u32(seed_first, "seed firsts"))
+        taken, rows_device, crowded_device = self._enqueue_choice(results, seed_first_device, reads, int(seed_first[-1]), max_occurrences, budget)
+        rows = np.zeros(reads, dtype=np.uint32)
+        crowded = np.zeros(reads, dtype=np.uint8)
+        if reads:
+            read_back(self.queue, rows, rows_device, crowded, crowded_device)
+        return taken, rows, crowded.astype(bool)
+
+    def _enqueue_choice(self, results, seed_first_device, reads: int, half: int, max_occurrences: int, budget: int):
+        """choose_seeds enqueued (when there are reads): its taken, read_rows and crowded buffers."""
         taken = self._seed_scratch[2].at_least(4 * max(1, 2 * half))
         rows_device = self._seed_scratch[3].at_least(4 * max(1, reads))
         crowded_device = self._seed_scratch[4].at_least(max(1, reads))
-        rows = np.zeros(reads, dtype=np.uint32)
-        crowded = np.zeros(reads, dtype=np.uint8)
         if reads:
             self._choose_seeds(
                 self.queue, self._global_size(reads), (self._group,), results, seed_first_device, np.uint32(reads), np.uint32(half),
                 np.uint32(max_occurrences), np.uint32(budget), taken, rows_device, crowded_device,
             )
-            read_back(self.queue, rows, rows_device, crowded, crowded_device)
-        return taken, rows, crowded.astype(bool)
+        return taken, rows_device, crowded_device
 
-    def seed_hits(self, block: DeviceBlock, codes, read_starts, seed_first, read_offset, seed_length: int, max_occurrences: int,
-                  budget: int, buffers: HitBuffers) -> tuple[DeviceHits, np.ndarray]:
-        """Search a round of seeds of one length, choose them (:func:`bowmap.seed_filter.choose_seeds`)
+    def overlap_table(self, keys: np.ndarray, counts: np.ndarray) -> OverlapTable:
+        """A seed length's table of the blocks' overlaps (see :meth:`seed_hits`) on this device."""
+        return OverlapTable(self.device, keys, counts)
+
+    def seed_occurrences(self, blocks: list[DeviceBlock], codes, read_starts, seed_first, read_offset, seed_length: int,
+                         overlaps: OverlapTable | None = None) -> np.ndarray:
+        """Each seed's occurrences in the whole text (uint32; seeds as :meth:`seed_hits` takes
+        them), as seed_hits counts them before it chooses: the sum over ``blocks`` less those
+        inside two blocks' overlap (``overlaps``; with several blocks). The device twin of
+        ``SeedFilter._hits``' counts, which the tests compare."""
+        reads, half, seed_first, read_starts, read_offset = self._checked_seeds(
+            blocks, codes, read_starts, seed_first, read_offset, seed_length, overlaps)
+        occurrences = np.zeros(2 * half, dtype=np.uint32)
+        if half:
+            inputs, results = self._search_seeds(blocks, codes, read_starts, seed_first, read_offset, seed_length)
+            counts = results[0] if len(blocks) == 1 else self._combine(results, inputs, reads, half, seed_length, read_starts[-1], overlaps)
+            both = np.zeros((3 if len(blocks) == 1 else 2) * 2 * half, dtype=np.uint32)
+            read_back(self.queue, both, counts)
+            occurrences = both[2 * half : 4 * half] - both[: 2 * half]
+        return occurrences
+
+    def _checked_seeds(self, blocks, codes, read_starts, seed_first, read_offset, seed_length: int, overlaps):
+        """:meth:`seed_hits`' checks of a round of seeds: (reads, forward seeds, and the arrays as uint32)."""
+        reads = len(seed_first) - 1
+        half = int(seed_first[-1])
+        if len(read_starts) != reads + 1 or len(read_offset) != half or len(codes) != 2 * int(read_starts[-1]):
+            raise ValueError("codes, read_starts, seed_first and read_offset disagree on the reads and seeds")
+        if not blocks or not all(seed_hits_fit(block.block) for block in blocks):
+            raise ValueError("one block or more, whose text positions fit 32 bits")
+        if len(blocks) > 1 and (overlaps is None or seed_length > 32):
+            raise ValueError("several blocks need the table of their overlaps' seeds (32 bases at most)")
+        seed_first, read_starts, read_offset = (_as_u32(array, what) for array, what in (
+            (seed_first, "seed firsts"), (read_starts, "read starts"), (read_offset, "read offsets")))
+        if half and (read_offset.astype(np.int64) + seed_length > np.repeat(np.diff(read_starts.astype(np.int64)), np.diff(seed_first))).any():
+            raise ValueError("a seed reaches past the end of its read")
+        return reads, half, seed_first, read_starts, read_offset
+
+    def _search_seeds(self, blocks, codes, read_starts, seed_first, read_offset, seed_length: int):
+        """seed_search enqueued in every block: the uploaded (codes, seed_first, read_offset,
+        read_starts) buffers and each block's results buffer."""
+        reads, half = len(seed_first) - 1, int(seed_first[-1])
+        if not isinstance(codes, DeviceArray):
+            codes = self._codes.upload(self.queue, np.ascontiguousarray(codes, dtype=np.uint8))
+        inputs = [codes.buffer if isinstance(codes, DeviceArray) else codes]
+        inputs += [staging.upload(self.queue, array) for staging, array in zip(self._seed_scratch[:2] + self._seed_scratch[5:], (seed_first, read_offset, read_starts))]
+        while len(self._block_results) < len(blocks):
+            self._block_results.append(ReusedBuffer(self.device.context, cl.mem_flags.READ_WRITE))
+        results = [staging.at_least(3 * 4 * 2 * half) for staging in self._block_results[: len(blocks)]]
+        for block, block_results in zip(blocks, results):
+            self.last_kernel_event = self._seed_search(
+                self.queue, self._global_size(2 * half), (self._group,),
+                block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,
+                inputs[0], inputs[3], inputs[1], inputs[2], np.uint32(reads),
+                np.uint32(half), np.uint32(seed_length), np.uint32(read_starts[-1]), block_results,
+            )
+        return inputs, results
+
+    def _combine(self, results, inputs, reads: int, half: int, seed_length: int, total: int, overlaps: OverlapTable):
+        """Several blocks' intervals -> each seed's occurrences in the text (add_block_occurrences,
+        subtract_overlaps), in a results-layout buffer for choose_seeds."""
+        combined = self._combined.at_least(2 * 4 * 2 * half)
+        for number, block_results in enumerate(results):
+            self._add_block_occurrences(
+                self.queue, self._global_size(2 * half), (self._group,), block_results, np.uint32(2 * half), np.uint32(number == 0), combined,
+            )
+        self._subtract_overlaps(
+            self.queue, self._global_size(2 * half), (self._group,), inputs[0], inputs[3], inputs[1], inputs[2], np.uint32(reads),
+            np.uint32(half), np.uint32(seed_length), np.uint32(total), overlaps.keys, overlaps.counts, np.uint32(overlaps.size), combined,
+        )
+        return combined
+
+    def seed_hits(self, blocks: list[DeviceBlock], codes, read_starts, seed_first, read_offset, seed_length: int, max_occurrences: int,
+                  budget: int, buffers: HitBuffers, overlaps: OverlapTable | None = None) -> tuple[DeviceHits, np.ndarray]:
+        """Search a round of seeds of one length, choose them (:func:`bowmap.align.seeds.choose_seeds`)
         and locate the chosen ones' every occurrence, all on the device: the hits stay there for
         seed_windows.cl, only per-read counts come back, and the seeds travel as their offsets in
         their reads. Seeds: every read's forward seeds (read r's are ``seed_first[r] ..
         seed_first[r + 1] - 1``, seed f ``codes[read_starts[r] + read_offset[f]:][:seed_length]``),
         then as many reverse ones in the same order and places of the reverse codes, which follow
         the forward ones in ``codes`` (host codes or :meth:`send_codes`'s; ``read_starts[-1]``
-        codes each). Returns the hits and the mask of reads left crowded."""
-        reads = len(seed_first) - 1
-        half = int(seed_first[-1])
-        if len(read_starts) != reads + 1 or len(read_offset) != half or len(codes) != 2 * int(read_starts[-1]):
-            raise ValueError("codes, read_starts, seed_first and read_offset disagree on the reads and seeds")
-        if not seed_hits_fit(block.block):
-            raise ValueError("the block's text positions do not fit 32 bits")
+        codes each). Returns the hits and the mask of reads left crowded.
+
+        ``blocks``: the index's blocks, in order. With several, seeds are chosen on their counts
+        in the whole text (:meth:`seed_occurrences`: ``overlaps`` is the table of the packed
+        ``seed_length``-mers of every two consecutive blocks' overlap, :meth:`overlap_table`), as
+        ``SeedFilter._hits`` chooses them, and are located in every block: an occurrence inside
+        an overlap is then a hit twice, which makes the same windows as once (see locate_hits)."""
+        reads, half, seed_first, read_starts, read_offset = self._checked_seeds(
+            blocks, codes, read_starts, seed_first, read_offset, seed_length, overlaps)
         if budget + max_occurrences >= 2**31:
             raise ValueError("budget and max_occurrences must fit the kernels' 32-bit sums")
-        seed_first, read_starts, read_offset = (_as_u32(array, what) for array, what in (
-            (seed_first, "seed firsts"), (read_starts, "read starts"), (read_offset, "read offsets")))
-        if half and (read_offset.astype(np.int64) + seed_length > np.repeat(np.diff(read_starts.astype(np.int64)), np.diff(seed_first))).any():
-            raise ValueError("a seed reaches past the end of its read")
-        hit_first = np.zeros(reads + 1, dtype=np.uint32)
+        rows = np.zeros((len(blocks), reads), dtype=np.uint32)
         crowded = np.zeros(reads, dtype=bool)
         if half:
-            if not isinstance(codes, DeviceArray):
-                codes = self._codes.upload(self.queue, np.ascontiguousarray(codes, dtype=np.uint8))
-            inputs = [staging.upload(self.queue, array) for staging, array in zip(self._seed_scratch[:2] + self._seed_scratch[5:], (seed_first, read_offset, read_starts))]
-            results = self._results.at_least(3 * 4 * 2 * half)
-            self.last_kernel_event = self._seed_search(
-                self.queue, self._global_size(2 * half), (self._group,),
-                block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,
-                codes.buffer if isinstance(codes, DeviceArray) else codes, inputs[2], inputs[0], inputs[1], np.uint32(reads),
-                np.uint32(half), np.uint32(seed_length), np.uint32(read_starts[-1]), results,
-            )
-            taken, rows, crowded = self.choose_seeds(results, seed_first, max_occurrences, budget, inputs[0])
-            np.cumsum(rows, out=hit_first[1:])
-        total = int(hit_first[-1])
-        first_device = buffers.first.upload(self.queue, hit_first)
+            inputs, results = self._search_seeds(blocks, codes, read_starts, seed_first, read_offset, seed_length)
+            if len(blocks) == 1:
+                taken, rows[0], crowded = self.choose_seeds(results[0], seed_first, max_occurrences, budget, inputs[1])
+            else:
+                combined = self._combine(results, inputs, reads, half, seed_length, read_starts[-1], overlaps)
+                taken, _, crowded_device = self._enqueue_choice(combined, inputs[1], reads, half, max_occurrences, budget)
+                rows_device = self._rows_by_block.at_least(rows.nbytes)
+                for number, block_results in enumerate(results):
+                    self._block_rows(
+                        self.queue, self._global_size(reads), (self._group,), block_results, taken, inputs[1],
+                        np.uint32(reads), np.uint32(half), np.uint32(number), rows_device,
+                    )
+                crowded_bytes = np.zeros(reads, dtype=np.uint8)
+                read_back(self.queue, rows, rows_device, crowded_bytes, crowded_device)
+                crowded = crowded_bytes.astype(bool)
+        firsts, places = hit_layout(rows)
+        first_device = buffers.first.upload(self.queue, firsts)
+        total = int(firsts[reads])
         positions = buffers.positions.at_least(4 * max(1, total))
         tags = buffers.tags.at_least(4 * max(1, total))
-        if total:
-            self.last_kernel_event = self._locate_hits(
-                self.queue, self._global_size(total), (self._group,),
-                block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
-                results, taken, inputs[0], inputs[1], np.uint32(reads), np.uint32(half),
-                np.uint32(seed_length), np.uint32(block.block.start), first_device, np.uint32(total), positions, tags,
-            )
-        return DeviceHits(first_device, positions, tags, total, hit_first), crowded
+        for block, block_results, (hit_at, out_at, count) in zip(blocks, results if half else [], places):
+            if count:
+                self.last_kernel_event = self._locate_hits(
+                    self.queue, self._global_size(count), (self._group,),
+                    block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
+                    block_results, taken, inputs[1], inputs[2], np.uint32(reads), np.uint32(half), np.uint32(seed_length),
+                    np.uint32(block.block.start), first_device, np.uint32(hit_at), np.uint32(out_at), np.uint32(count), positions, tags,
+                )
+        return DeviceHits(first_device, positions, tags, total, firsts[: reads + 1]), crowded
+
+
+def hit_layout(rows: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """Where :meth:`FMSearch.seed_hits` puts a round's hits, from ``rows`` (blocks x reads: each
+    read's hits in each block). Returns ``firsts`` (uint32, sent as one buffer): the round's
+    ``first`` (reads + 1: read r's hits are first[r] .. first[r + 1] - 1, every block's), then,
+    with several blocks, for each block its own first (reads + 1, the prefix sums of its rows)
+    and where its hits of each read go (reads: first[r] plus the read's hits in the blocks before);
+    and for each block (where its own first starts in ``firsts``, where its out slots start,
+    its hits). With one block both are ``first`` itself."""
+    blocks, reads = rows.shape
+    rows = rows.astype(np.int64)
+    first = np.zeros(reads + 1, dtype=np.int64)
+    np.cumsum(rows.sum(axis=0), out=first[1:])
+    if first[-1] >= 2**32:
+        raise ValueError("a round has more than 2^32 - 1 hits")
+    if blocks == 1:
+        return first.astype(np.uint32), [(0, 0, int(first[-1]))]
+    own = np.zeros((blocks, reads + 1), dtype=np.int64)
+    np.cumsum(rows, axis=1, out=own[:, 1:])
+    out = first[:-1] + np.cumsum(rows, axis=0) - rows
+    firsts = np.concatenate((first, np.concatenate((own, out), axis=1).reshape(-1))).astype(np.uint32)
+    stride = 2 * reads + 1
+    return firsts, [(reads + 1 + b * stride, 2 * (reads + 1) + b * stride, int(own[b, -1])) for b in range(blocks)]
+
+
+class OverlapTable:
+    """The sorted packed keys (uint64) of one seed length's k-mers inside the overlaps of
+    consecutive index blocks, with how often each occurs there (uint32), on one device: read-only,
+    shared by the queues of its context. Made once a seed length (``SeedFilter``)."""
+
+    def __init__(self, device: DeviceContext, keys: np.ndarray, counts: np.ndarray):
+        keys = np.asarray(keys, dtype=np.uint64)
+        if len(keys) != len(counts) or (np.diff(keys) <= 0).any():
+            raise ValueError("overlap keys must be sorted and unique, one count each")
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        self.size = len(keys)
+        # A zero-size buffer is not allowed: one key more, never read (size tells the kernel).
+        self.keys = cl.Buffer(device.context, flags, hostbuf=np.append(keys, np.uint64(0)))
+        self.counts = cl.Buffer(device.context, flags, hostbuf=np.append(_as_u32(counts, "overlap counts"), np.uint32(0)))
 
 
 @dataclass

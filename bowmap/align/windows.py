@@ -9,6 +9,7 @@ reverse complement aligns.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ from bowmap.align.fm_search import (
     DeviceHits,
     FMSearch,
     HitBuffers,
+    OverlapTable,
     seed_hits_fit,
 )
 from bowmap.align.seeds import SeedOptions, Seeds, choose_seeds, extract_seeds, kmer_keys, pack_codes
@@ -47,9 +49,9 @@ class SeedFilter:
     Hits become windows on the same device (:class:`DeviceWindows`) when ``searcher`` is an
     :class:`FMSearch` and the index fits the kernel's keys; otherwise, or with
     ``windows_on_device=False``, on the host (:meth:`_merge_on_host`, the kernel's reference).
-    With windows on the device and a one-block index, the hits are made there too and never
-    come to the host (:meth:`FMSearch.seed_hits`; ``hits_on_device=False``: by :meth:`_hits`,
-    its reference)."""
+    With windows on the device, the hits are made there too and never come to the host
+    (:meth:`FMSearch.seed_hits`, whatever the index's blocks; ``hits_on_device=False``: by
+    :meth:`_hits`, its reference)."""
 
     def __init__(self, index: FMIndex, device_blocks: list[DeviceBlock], searcher: FMSearch, options: SeedOptions,
                  windows_on_device: bool = True, hits_on_device: bool = True):
@@ -60,12 +62,13 @@ class SeedFilter:
         if max(options.seed_length, options.reseed_length, options.long_seed_length) > 32:
             raise ValueError("seeds are at most 32 bases (packed into 64-bit keys)")
         self._overlap_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # seed length -> (keys, counts)
+        self._device_overlap_tables: dict[int, OverlapTable] = {}  # the same on the device, for seed_hits
         self.device_windows = None
         if windows_on_device and isinstance(searcher, FMSearch) and DeviceWindows.fits(index):
             self.device_windows = DeviceWindows(searcher.device, searcher.queue, index, options)
         # One set of buffers a round that may be merged with others: first, long and re-seeded.
         self._hit_buffers = None
-        if hits_on_device and self.device_windows is not None and len(device_blocks) == 1 and seed_hits_fit(device_blocks[0].block):
+        if hits_on_device and self.device_windows is not None and device_blocks and all(seed_hits_fit(block.block) for block in device_blocks):
             self._hit_buffers = [HitBuffers(searcher.device) for _ in range(3)]
 
     def windows(self, codes, reverse_codes, read_offsets, joined=None) -> Windows:
@@ -128,9 +131,14 @@ class SeedFilter:
         if not (on_device and self._hit_buffers is not None):
             return self._hits(seeds, count)
         options = self.options
+        overlaps = None
+        if len(self.device_blocks) > 1:
+            if seeds.seed_length not in self._device_overlap_tables:
+                self._device_overlap_tables[seeds.seed_length] = self.searcher.overlap_table(*self._overlap_table(seeds.seed_length))
+            overlaps = self._device_overlap_tables[seeds.seed_length]
         return self.searcher.seed_hits(
-            self.device_blocks[0], seeds.codes if sent is None else sent, seeds.read_starts, seeds.seed_first, seeds.within, seeds.seed_length,
-            options.max_occurrences, options.positions_per_read, self._hit_buffers[slot],
+            self.device_blocks, seeds.codes if sent is None else sent, seeds.read_starts, seeds.seed_first, seeds.within, seeds.seed_length,
+            options.max_occurrences, options.positions_per_read, self._hit_buffers[slot], overlaps,
         )
 
     def rescue_windows(self, codes, reverse_codes, read_offsets, only, joined=None, sent=None) -> Windows:
@@ -188,18 +196,12 @@ class SeedFilter:
     def _overlap_occurrences(self, seeds: Seeds) -> np.ndarray:
         """For each seed, its occurrences lying wholly inside the overlap of two consecutive
         blocks: those are found in both blocks. (Where three blocks share bases, an occurrence in
-        all three lies in two overlaps and is subtracted twice: still counted once.)"""
+        all three lies in two overlaps and is subtracted twice: still counted once.) The
+        reference of fm_search.cl's subtract_overlaps."""
         if len(self.device_blocks) < 2 or len(seeds.read) == 0:
             return np.zeros(len(seeds.read), dtype=np.int64)
         length = seeds.seed_length
-        if length not in self._overlap_tables:
-            blocks = [device_block.block for device_block in self.device_blocks]
-            keys = [
-                kmer_keys(self.index.text(after.start, before.start + before.length - after.start), length)
-                for before, after in zip(blocks, blocks[1:])
-            ]
-            self._overlap_tables[length] = unique(np.concatenate(keys), return_counts=True)
-        table_keys, table_counts = self._overlap_tables[length]
+        table_keys, table_counts = self._overlap_table(length)
         if len(table_keys) == 0:
             return np.zeros(len(seeds.read), dtype=np.int64)
         seed_codes = seeds.codes[seeds.offset[:, None] + np.arange(length)]
@@ -208,6 +210,18 @@ class SeedFilter:
         found = np.minimum(found, len(table_keys) - 1)
         hit = (table_keys[found] == keys) & (seed_codes < 4).all(axis=1)
         return np.where(hit, table_counts[found], 0)
+
+    def _overlap_table(self, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """The packed keys (sorted, unique, uint64) of the ``length``-mers inside every two
+        consecutive blocks' overlap, and how often each occurs there (int64), made once a length."""
+        if length not in self._overlap_tables:
+            blocks = [device_block.block for device_block in self.device_blocks]
+            keys = [
+                kmer_keys(self.index.text(after.start, before.start + before.length - after.start), length)
+                for before, after in itertools.pairwise(blocks)
+            ]
+            self._overlap_tables[length] = unique(np.concatenate(keys) if keys else np.zeros(0, dtype=np.uint64), return_counts=True)
+        return self._overlap_tables[length]
 
     def _merge_on_host(self, read, reverse, positions, read_offset, seed_length, lengths) -> Windows:
         """Hits whose seed lies on the random stand-ins of ambiguous bases, or across contigs,

@@ -5,7 +5,10 @@
  * (LF steps until a sampled row), given the rows, the SA intervals that hold them, or the seeds
  * choose_seeds (one work-item per read) took. Every kernel guards its count, so the global size
  * may be rounded up to the work-group size. seed_search, choose_seeds and locate_hits make a
- * round of seed hits for seed_windows.cl without the host (FMSearch.seed_hits).
+ * round of seed hits for seed_windows.cl without the host (FMSearch.seed_hits); with several
+ * blocks, add_block_occurrences and subtract_overlaps (one work-item per seed) first make each
+ * seed's count in the whole text for choose_seeds, and block_rows (one per read) counts the hits
+ * each block's locate_hits will write.
  *
  * Buffers (layouts in bowmap/index_format.py):
  *   lines   uint[lines][16]  occurrence lines: 4 counts (A,C,G,T before the line), then 12 words
@@ -130,6 +133,13 @@ inline uint read_of(__global const uint *first, uint reads, uint i)
  * each seed's place made here rather than sent: forward seed f of read r = read_of(seed_first, f)
  * starts at read_starts[r] + read_offset[f] of codes, its reverse twin (seed forward + f) as far
  * into the reverse codes, which follow the forward ones (`total` codes in). */
+inline uint seed_start(__global const uint *read_starts, __global const uint *seed_first,
+                       __global const uint *read_offset, uint reads, uint forward, uint total, uint gid)
+{
+    uint f = gid < forward ? gid : gid - forward;
+    return read_starts[read_of(seed_first, reads, f)] + read_offset[f] + (gid < forward ? 0 : total);
+}
+
 __kernel void seed_search(__global const uint *lines, const uint primary, const uint n, const uint4 first_rows,
                           __global const uchar *codes, __global const uint *read_starts,
                           __global const uint *seed_first, __global const uint *read_offset, const uint reads,
@@ -139,9 +149,61 @@ __kernel void seed_search(__global const uint *lines, const uint primary, const 
     uint gid = get_global_id(0);
     if (gid >= 2 * forward)
         return;
-    uint f = gid < forward ? gid : gid - forward;
-    uint start = read_starts[read_of(seed_first, reads, f)] + read_offset[f] + (gid < forward ? 0 : total);
+    uint start = seed_start(read_starts, seed_first, read_offset, reads, forward, total, gid);
     search_pattern(lines, primary, n, first_rows, codes, start, seed_length, 2 * forward, gid, results);
+}
+
+/* Several blocks: each seed's occurrences in the text, in a results-like buffer `combined`
+ * (uint[2][count]: lo = 0, hi = the count; choose_seeds reads only hi - lo). One launch a block,
+ * in block order: the first sets, the others add its interval's size (a block's occurrences are
+ * fewer than its 2^31 bases, and a 12-base or longer seed never sums past 2^32 over a 4 Gbp text). */
+__kernel void add_block_occurrences(__global const uint *results /* seed_search's, of one block */, const uint count,
+                                    const uint first_block, __global uint *combined)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    uint occurrences = results[count + gid] - results[gid];
+    if (first_block)
+        combined[gid] = 0;
+    combined[count + gid] = (first_block ? 0u : combined[count + gid]) + occurrences;
+}
+
+/* Then the occurrences lying wholly inside the overlap of two consecutive blocks, found in both,
+ * are taken off once (SeedFilter._overlap_occurrences, the reference): keys[0 .. table_size) are
+ * the sorted packed k-mers of the overlaps (2 bits a base, the seed's first base highest, as
+ * bowmap.align.seeds.pack_codes), key_counts their occurrences there. A seed with an ambiguous
+ * base matches none. A count never goes below 0 (an index whose blocks disagreed with their
+ * overlaps would make the host's negative, which chooses and crowds as 0 does). */
+__kernel void subtract_overlaps(__global const uchar *codes, __global const uint *read_starts,
+                                __global const uint *seed_first, __global const uint *read_offset, const uint reads,
+                                const uint forward, const uint seed_length, const uint total,
+                                __global const ulong *keys, __global const uint *key_counts, const uint table_size,
+                                __global uint *combined)
+{
+    uint gid = get_global_id(0);
+    if (gid >= 2 * forward)
+        return;
+    uint start = seed_start(read_starts, seed_first, read_offset, reads, forward, total, gid);
+    ulong key = 0;
+    for (uint k = 0; k < seed_length; ++k) {
+        uint code = codes[start + k];
+        if (code > 3)
+            return;
+        key = (key << 2) | code;
+    }
+    uint low = 0, high = table_size; /* the first key not below `key` */
+    while (low < high) {
+        uint middle = low + (high - low) / 2;
+        if (keys[middle] < key)
+            low = middle + 1;
+        else
+            high = middle;
+    }
+    if (low < table_size && keys[low] == key) {
+        uint occurrences = combined[2 * forward + gid], in_overlaps = key_counts[low];
+        combined[2 * forward + gid] = occurrences > in_overlaps ? occurrences - in_overlaps : 0u;
+    }
 }
 
 /* Block offset of the suffix at `row` (1..n): LF steps until a sampled row. */
@@ -199,9 +261,10 @@ __kernel void fm_locate_intervals(__global const uint *lines, const uint primary
     positions[gid] = locate_row(lines, primary, first_rows, marks, samples, lo[low] + (gid - before[low]));
 }
 
-/* The seed choice of SeedFilter._hits (bowmap/seed_filter.py; reference: choose_seeds there),
- * one work-item a read, on the SA intervals fm_search left in `results` (uint[3][count], count =
- * 2 * forward seeds: every read's forward seeds, then every read's reverse seeds in the same order).
+/* The seed choice of SeedFilter._hits (bowmap/align/windows.py; reference: seeds.choose_seeds),
+ * one work-item a read, on the SA intervals seed_search left in `results` (uint[3][count], count =
+ * 2 * forward seeds: every read's forward seeds, then every read's reverse seeds in the same order;
+ * with several blocks, subtract_overlaps' uint[2][count]: only hi - lo is read).
  * Read r's seeds are seed_first[r] .. seed_first[r + 1] - 1 and the same plus forward.
  * A seed is eligible when it occurs 1..max_occurrences times. Eligible seeds are taken in the
  * order (occurrences, seed number) while the occurrences of the eligible seeds before them sum
@@ -243,36 +306,66 @@ __kernel void choose_seeds(__global const uint *results, __global const uint *se
     crowded[r] = left_out;
 }
 
-/* Every occurrence of every taken seed (choose_seeds), grouped by read: read r's hits are
- * hit_first[r] .. hit_first[r + 1] - 1 (hit_first: the prefix sums of read_rows), its seeds'
- * rows in seed order (forward seeds, then reverse). Work-item gid finds its read by a binary
+/* Seed i's rows in a block whose intervals are `results` (uint[3][2 * forward]), when choose_seeds
+ * took it (on this block's counts, or on all blocks' counts: then its rows in this block). */
+inline uint block_take(__global const uint *results, __global const uint *taken, uint forward, uint i)
+{
+    return taken[i] ? results[2 * forward + i] - results[i] : 0u;
+}
+
+/* Several blocks: read r's hits in one block (block_take over its seeds) into
+ * rows[block * reads + r]: the host lays out every block's hits of a read after the previous
+ * block's (see locate_hits' out_first). */
+__kernel void block_rows(__global const uint *results, __global const uint *taken, __global const uint *seed_first,
+                         const uint reads, const uint forward, const uint block, __global uint *rows)
+{
+    uint r = get_global_id(0);
+    if (r >= reads)
+        return;
+    uint first = seed_first[r], seeds = seed_first[r + 1] - first, sum = 0;
+    for (uint a = 0; a < 2 * seeds; ++a)
+        sum += block_take(results, taken, forward, a < seeds ? first + a : forward + first + (a - seeds));
+    rows[(size_t)block * reads + r] = sum;
+}
+
+/* Every occurrence in one block of every taken seed (choose_seeds), grouped by read: hits
+ * hit_first[r] .. hit_first[r + 1] - 1 of this launch are read r's (hit_first: the prefix sums of
+ * its rows in this block, choose_seeds' read_rows with one block, block_rows' with several), its
+ * seeds' rows in seed order (forward seeds, then reverse). Work-item gid finds its read by a binary
  * search (as fm_locate_intervals its interval), then its seed by a walk over the read's few.
- * Out: positions[gid] = block_start + the block offset of its suffix; tags[gid] = seed's read
- * offset << 7 | seed_length << 1 | reverse (seed_windows.cl's hit_tag); read_offset[f] is
- * forward seed f's offset in its read (a reverse seed has its forward twin's). */
+ * Out, at slot out_first[r] + gid - hit_first[r] (out_first = hit_first with one block; with
+ * several, each block's hits of a read follow the previous blocks' in one set of buffers):
+ * positions = block_start + the block offset of its suffix; tags = seed's read offset << 7 |
+ * seed_length << 1 | reverse (seed_windows.cl's hit_tag); read_offset[f] is forward seed f's
+ * offset in its read (a reverse seed has its forward twin's). hit_first and out_first lie in
+ * `firsts`, from hit_at and out_at. An occurrence inside two blocks' overlap is located in both:
+ * seed_windows.cl makes the same windows from the two equal hits as from one (equal keys, and
+ * a window's weight counts distinct read offsets). */
 __kernel void locate_hits(__global const uint *lines, const uint primary, const uint4 first_rows,
                           __global const uint4 *marks, __global const uint *samples,
                           __global const uint *results, __global const uint *taken,
                           __global const uint *seed_first, __global const uint *read_offset,
                           const uint reads, const uint forward, const uint seed_length, const uint block_start,
-                          __global const uint *hit_first, const uint count,
+                          __global const uint *firsts, const uint hit_at, const uint out_at, const uint count,
                           __global uint *positions, __global uint *tags)
 {
     uint gid = get_global_id(0);
     if (gid >= count)
         return;
+    __global const uint *hit_first = firsts + hit_at, *out_first = firsts + out_at;
     uint low = read_of(hit_first, reads, gid);
     uint first = seed_first[low], seeds = seed_first[low + 1] - first, within = gid - hit_first[low];
+    uint slot = out_first[low] + within;
     uint i = first, reverse = 0;
     for (uint a = 0; a < 2 * seeds; ++a) {
         i = a < seeds ? first + a : forward + first + (a - seeds);
-        uint take = taken[i];
+        uint take = block_take(results, taken, forward, i);
         if (within < take) {
             reverse = a >= seeds;
             break;
         }
         within -= take;
     }
-    positions[gid] = block_start + locate_row(lines, primary, first_rows, marks, samples, results[i] + within);
-    tags[gid] = (read_offset[i - reverse * forward] << 7) | (seed_length << 1) | reverse;
+    positions[slot] = block_start + locate_row(lines, primary, first_rows, marks, samples, results[i] + within);
+    tags[slot] = (read_offset[i - reverse * forward] << 7) | (seed_length << 1) | reverse;
 }

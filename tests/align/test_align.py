@@ -99,6 +99,31 @@ def test_output_is_identical_whatever_the_threads_processes_queues_and_blocks(in
         assert body == [line for line in expected.splitlines() if not line.startswith(b"@PG")], name
 
 
+def test_many_blocks_make_hits_on_the_device_and_the_same_sam_as_on_the_host(indexes, tmp_path, capsys, monkeypatch):
+    """With several index blocks the seeds are searched, chosen and located on the device
+    (FMSearch.seed_hits), and the SAM, single and paired, is byte for byte the one made from the
+    host's hits (SeedFilter._hits: hits_on_device=False), the reference."""
+    from bowmap.align.windows import SeedFilter
+
+    original = SeedFilter.__init__
+    made, outputs = [], {}
+    for hits_on_device in (True, False):
+        def init(self, *args, hits_on_device=hits_on_device, **kwargs):
+            original(self, *args, hits_on_device=hits_on_device, **kwargs)
+            made.append((hits_on_device, len(self.device_blocks), self._hit_buffers is not None))
+
+        monkeypatch.setattr(SeedFilter, "__init__", init)
+        for name, reads in (("single", [READS]), ("paired", [DATA / "lambda_pairs_R1.fq.gz", DATA / "lambda_pairs_R2.fq.gz"])):
+            out = tmp_path / f"{name}-{hits_on_device}.sam"
+            code, _, err = run(capsys, "-q", "align", indexes[1], *reads, "-o", out, "--devices", "cpu", "--chunk-bases", "20000")
+            assert code == 0, err
+            outputs[name, hits_on_device] = [line for line in out.read_bytes().splitlines() if not line.startswith(b"@PG")]
+    assert made and all(blocks > 1 and on_device == wanted for wanted, blocks, on_device in made)
+    for name in ("single", "paired"):
+        assert outputs[name, True] == outputs[name, False], name
+        assert len(outputs[name, True]) > 1000
+
+
 def test_bam_output_and_read_groups(indexes, tmp_path, capsys):
     out = tmp_path / "out.bam"
     code, _, err = run(capsys, "-q", "align", indexes[0], READS, "-o", out, "--rg-id", "lane1", "--rg", "SM:lambda", "--no-unal")

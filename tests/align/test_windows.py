@@ -227,9 +227,18 @@ def test_windows_order_by_one_key_equals_the_lexsort():
         np.testing.assert_array_equal(_by_read_strand_start(read, reverse, start, text_length), np.lexsort((start, reverse, read)))
 
 
-def seeded_reads(rng, genome, count, length):
-    """Simulated reads (see simulate_reads), some of them shorter than a seed."""
-    codes, reverse_codes, offsets, _, _ = simulate_reads(rng, genome, count, length, error_rate=0.02)
+def seeded_reads(rng, genome, count, length, near=()):
+    """Simulated reads (see simulate_reads), some of them shorter than a seed, some with an
+    ambiguous base (N), and about a third of them from around the text spans ``near`` ((start,
+    end) pairs: the overlaps of index blocks), many inside them."""
+    codes, _, offsets, _, _ = simulate_reads(rng, genome, count, length, error_rate=0.02)
+    reads = codes.reshape(count, length)
+    if near and count:
+        moved = np.flatnonzero(rng.random(count) < 0.35)
+        spans = np.array(near)[rng.integers(0, len(near), len(moved))]
+        starts = np.clip(rng.integers(spans[:, 0] - length // 2, spans[:, 1] - length // 2), 0, len(genome) - length)
+        reads[moved] = genome[starts[:, None] + np.arange(length)]
+    reads[rng.random(reads.shape) < 0.003] = 4
     lengths = np.diff(offsets)
     lengths[rng.random(count) < 0.1] = 7  # too short for any seed: cut to 7 bases
     keep = np.concatenate([np.arange(o, o + n) for o, n in zip(offsets[:-1], lengths)]) if count else np.zeros(0, dtype=np.int64)
@@ -278,35 +287,77 @@ def by_read(first, positions, tags):
     return [sorted(zip(positions[a:b].tolist(), tags[a:b].tolist())) for a, b in pairwise(first)]
 
 
+# Device memory that cuts blocked_genome's 40,000 bases into that many blocks (150-base reads).
+BLOCK_MEMORY = {1: 1 << 30, 2: 28_000, 3: 19_000, 4: 14_000}
+
+
+@pytest.fixture(scope="module", params=sorted(BLOCK_MEMORY))
+def blocked_genome(request, tmp_path_factory):
+    """A 40,000-base genome with a microsatellite, indexed as 1 to 4 blocks, with seeds made to
+    lie in every overlap of two blocks: a tandem repeat of 3-base units (a seed's occurrences
+    counted twice there would pass max_occurrences) and a copy of a segment found elsewhere.
+    Returns the genome's codes, the index and the overlaps' (start, end) text spans."""
+    rng = np.random.default_rng(request.param)
+    genome = random_genome(rng, 40_000)
+    genome[20_000:20_600] = np.tile(genome[20_000:20_006], 100)  # a microsatellite: crowded seeds
+    folder = tmp_path_factory.mktemp(f"blocks{request.param}")
+    index = build_test_index(folder, [("chr", codes_to_text(genome))], device_memory=BLOCK_MEMORY[request.param], max_read_length=150)
+    plan = [(block.start, block.length) for block in index.blocks]
+    overlaps = [(after.start, before.start + before.length) for before, after in pairwise(index.blocks)]
+    if overlaps:
+        for start, end in overlaps:
+            genome[start + 10 : start + 160] = np.tile(genome[start + 10 : start + 13], 50)
+            genome[end - 180 : end - 30] = genome[1_000:1_150]
+        index = build_test_index(folder, [("chr", codes_to_text(genome))], device_memory=BLOCK_MEMORY[request.param], max_read_length=150,
+                                 name="seeded")
+        assert [(block.start, block.length) for block in index.blocks] == plan  # the blocks depend on the length only
+    assert len(index.blocks) == request.param
+    return genome, index, overlaps
+
+
 @pytest.mark.parametrize("seed_length, budget", [(20, 256), (16, 7), (32, 256), (12, 40)])
-def test_seed_hits_on_the_device_equal_the_host_hits(tmp_path, device, seed_length, budget):
+def test_seed_hits_on_the_device_equal_the_host_hits(device, blocked_genome, seed_length, budget):
+    """FMSearch.seed_hits (seed_search, and with several blocks add_block_occurrences,
+    subtract_overlaps and block_rows, then choose_seeds and locate_hits) against SeedFilter._hits:
+    the same counts, the same crowded reads, and per read the same hits, each as many times as
+    blocks hold it (the host makes them unique)."""
     import pyopencl as cl
 
     from bowmap.align.fm_search import HitBuffers
 
-    rng = np.random.default_rng(seed_length * 100 + budget)
-    genome = random_genome(rng, 40_000)
-    genome[20_000:20_600] = np.tile(genome[20_000:20_006], 100)  # a microsatellite: crowded seeds
-    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], max_read_length=150)
-    assert len(index.blocks) == 1
+    genome, index, overlaps = blocked_genome
+    rng = np.random.default_rng(seed_length * 100 + budget + len(index.blocks))
     blocks = [DeviceBlock(device, block) for block in index.blocks]
     searcher = FMSearch(device)
     options = SeedOptions(seed_length=seed_length, positions_per_read=budget, max_occurrences=60)
     host = SeedFilter(index, blocks, searcher, options, hits_on_device=False)
+    table = searcher.overlap_table(*host._overlap_table(seed_length)) if len(blocks) > 1 else None
     buffers = HitBuffers(device)
+    subtracted = repeated = 0
     for count, length in ((0, 100), (1, 150), (57, 100), (400, 120)):
-        codes, reverse_codes, offsets = seeded_reads(rng, genome, count, length)
+        codes, reverse_codes, offsets = seeded_reads(rng, genome, count, length, overlaps)
         seeds = extract_seeds(codes, reverse_codes, offsets, options)
         (read, reverse, positions, read_offset, lengths), crowded = host._hits(seeds, count)
         half = len(seeds.read) // 2
         seed_first = np.concatenate(([0], np.cumsum(np.bincount(seeds.read[:half], minlength=count))))
         codes_given = seeds.codes if count % 2 else searcher.send_codes(seeds.codes)  # host codes, or sent before
-        hits, device_crowded = searcher.seed_hits(blocks[0], codes_given, offsets, seed_first, seeds.read_offset[:half],
-                                                  seed_length, options.max_occurrences, budget, buffers)
+        arguments = (blocks, codes_given, offsets, seed_first, seeds.read_offset[:half], seed_length)
+        # Each seed's occurrences in the text: all blocks' less those inside overlaps.
+        in_blocks = sum((hi.astype(np.int64) - lo for lo, hi, _ in (searcher.search(block, seeds.codes, seeds.offset, seeds.length) for block in blocks)),
+                        np.zeros(2 * half, dtype=np.int64))
+        in_overlaps = host._overlap_occurrences(seeds)
+        np.testing.assert_array_equal(searcher.seed_occurrences(*arguments, table), in_blocks - in_overlaps)
+        subtracted += int((in_overlaps > 0).sum())
+        hits, device_crowded = searcher.seed_hits(*arguments, options.max_occurrences, budget, buffers, table)
         got = [np.zeros(n, dtype=np.uint32) for n in (count + 1, hits.count, hits.count)]
         for array, buffer in zip(got, (hits.first, hits.positions, hits.tags)):
             if len(array):
                 cl.enqueue_copy(searcher.queue, array, buffer, is_blocking=True)
+        # Every block wholly holding an occurrence locates it.
+        copies = sum(((block.start <= positions) & (positions + lengths <= block.start + block.length)).astype(np.int64) for block in index.blocks)
+        assert (copies >= 1).all()
+        repeated += int((copies > 1).sum())
+        read, reverse, positions, read_offset, lengths = (np.repeat(array, copies) for array in (read, reverse, positions, read_offset, lengths))
         first = np.concatenate(([0], np.cumsum(np.bincount(read, minlength=count))))
         order = np.argsort(read, kind="stable")
         tags = (read_offset << 7 | lengths << 1 | reverse)[order]
@@ -314,14 +365,39 @@ def test_seed_hits_on_the_device_equal_the_host_hits(tmp_path, device, seed_leng
         np.testing.assert_array_equal(device_crowded, crowded)
         if count > 100:
             assert crowded.any() and hits.count > count
+    if len(blocks) > 1:
+        assert subtracted and repeated  # seeds met the overlaps: counted once, located twice
 
 
-def test_windows_with_hits_on_the_device_equal_the_references(tmp_path, device):
+def test_hit_layout_places_every_block_after_the_previous_ones():
+    from bowmap.align.fm_search import hit_layout
+
+    rng = np.random.default_rng(4)
+    for blocks, reads in ((1, 0), (1, 5), (2, 0), (2, 1), (3, 17), (4, 300)):
+        rows = rng.integers(0, 4, (blocks, reads)) * (rng.random((blocks, reads)) < 0.7)
+        firsts, places = hit_layout(rows.astype(np.uint32))
+        merged = firsts[: reads + 1].astype(np.int64)
+        assert len(places) == blocks and sum(count for _, _, count in places) == merged[-1] == rows.sum()
+        slots = []  # (read, slot) of every hit, read as locate_hits reads the layout
+        for b, (hit_at, out_at, count) in enumerate(places):
+            own = firsts[hit_at : hit_at + reads + 1].astype(np.int64)
+            assert (np.diff(own) == rows[b]).all() and own[0] == 0 and own[-1] == count
+            out = firsts[out_at : out_at + reads].astype(np.int64)
+            for r in range(reads):
+                slots += [(r, int(out[r]) + k) for k in range(rows[b, r])]
+        # Every slot of the merged hits once, each read's in its own run.
+        assert sorted(slot for _, slot in slots) == list(range(int(merged[-1])))
+        assert all(merged[r] <= slot < merged[r + 1] for r, slot in slots)
+
+
+@pytest.mark.parametrize("device_memory, block_count", [(1 << 30, 1), (40_000, 3), (25_000, 4)])
+def test_windows_with_hits_on_the_device_equal_the_references(tmp_path, device, device_memory, block_count):
     rng = np.random.default_rng(23)
     genome = random_genome(rng, 60_000)
     for copy in range(6):  # an interspersed repeat family: crowded reads get long seeds
         genome[5_000 + copy * 9_000 : 5_300 + copy * 9_000] = genome[1_000:1_300]
-    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], max_read_length=150)
+    index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], device_memory=device_memory, max_read_length=150)
+    assert len(index.blocks) == block_count
     blocks = [DeviceBlock(device, block) for block in index.blocks]
     codes, reverse_codes, offsets, _, _ = simulate_reads(rng, genome, 500, 100, error_rate=0.03)
     options = SeedOptions(max_occurrences=4)
