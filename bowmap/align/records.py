@@ -34,6 +34,7 @@ import numpy as np
 from bowmap.align.extend import SAME_ALIGNMENT_BASES, Extender, Scored, Traced
 from bowmap.align.mapq import NO_SCORE, mapping_quality
 from bowmap.align.options import RecordOptions
+from bowmap.runtime.arrays import run_ranks, segment_ranges
 
 XA_RATIO = 0.8  # bwa's XA_drop_ratio: alternatives scoring at least this share of the primary
 MASK_LEVEL = 0.5  # bwa's mask_level: two alignments share this much of the shorter on the read
@@ -121,15 +122,6 @@ def candidates(scored: Scored, chosen: np.ndarray, reportable: np.ndarray) -> np
     return leaders[np.lexsort((reverse[leaders], windows.start[leaders], -scored.score[leaders].astype(np.int64), read[leaders]))]
 
 
-def ranks(groups: np.ndarray) -> np.ndarray:
-    """Each element's place within its run of equal values (``groups`` sorted)."""
-    if len(groups) == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.r_[True, groups[1:] != groups[:-1]]
-    positions = np.arange(len(groups))
-    return positions - np.maximum.accumulate(np.where(starts, positions, 0))
-
-
 def other_alignments(extender, scored: Scored, chosen: np.ndarray, compared: np.ndarray, second: np.ndarray,
                      primary: Traced, mapped: np.ndarray, options: RecordOptions) -> Others:
     """The alternatives and split parts of a chunk's mapped reads (see the module docstring).
@@ -146,7 +138,7 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, compared: np.
     alternative = scored.score[found] >= XA_RATIO * compared[read]
     alternatives = np.bincount(read[alternative], minlength=count)
     alternative_rank = np.zeros(len(found), dtype=np.int64)
-    alternative_rank[alternative] = ranks(read[alternative])
+    alternative_rank[alternative] = run_ranks(read[alternative])
     if options.secondary:
         wanted = alternative & (alternative_rank < options.secondary)
     else:
@@ -166,7 +158,7 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, compared: np.
         near_start, near_end = forward_interval(found_start, found_end, windows.reverse[found], lengths[read])
         clear = clipped[read] & ~overlapping(near_start, near_end, start[read], end[read])
         clear_rank = np.zeros(len(found), dtype=np.int64)
-        clear_rank[clear] = ranks(read[clear])
+        clear_rank[clear] = run_ranks(read[clear])
         wanted |= clear & (clear_rank < SPLIT_CANDIDATES)
     traced = extender.trace(windows, found[wanted])
     read = windows.read[traced.window]
@@ -226,14 +218,12 @@ def with_other_records(primary, others: Others, options: RecordOptions):
     extra_role = others.role[written]
     traced = others.traced.subset(written)
     read_index = np.concatenate((np.arange(count, dtype=np.int64), extra_read))
-    within = np.concatenate((np.zeros(count, dtype=np.int64), np.where(extra_role == SUPPLEMENTARY, 1, 2 + ranks(extra_read))))
+    within = np.concatenate((np.zeros(count, dtype=np.int64), np.where(extra_role == SUPPLEMENTARY, 1, 2 + run_ranks(extra_read))))
     order = np.lexsort((within, read_index))
     primary_lengths = np.diff(primary.cigar_offsets)
     lengths = np.concatenate((primary_lengths, traced.cigar_lengths))
     starts = np.concatenate((primary.cigar_offsets[:-1], len(primary.cigar_ops) + traced.cigar_starts))
     pool = np.concatenate((primary.cigar_ops, traced.cigar_ops)).astype(np.uint32)
-    from bowmap.runtime.arrays import segment_ranges
-
     split = extra_role == SUPPLEMENTARY
     supplementary_mapq = np.minimum(others.mapq[written], primary.mapq[extra_read])
     rows = ChunkAlignments(

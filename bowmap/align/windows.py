@@ -22,9 +22,16 @@ from bowmap.align.fm_search import (
     OverlapTable,
     seed_hits_fit,
 )
-from bowmap.align.seeds import SeedOptions, Seeds, choose_seeds, extract_seeds, kmer_keys, pack_codes
+from bowmap.align.seeds import (
+    SeedOptions,
+    Seeds,
+    choose_seeds,
+    extract_seeds,
+    kmer_keys,
+    pack_codes,
+)
 from bowmap.index.load import FMIndex
-from bowmap.runtime.arrays import prefix_mask, unique
+from bowmap.runtime.arrays import prefix_mask, run_ranks, unique
 
 
 @dataclass
@@ -300,13 +307,13 @@ class SeedFilter:
         # Stable sorts by (read[, strand], most hits first) keep the (strand, start) order of ties.
         strand_key = (read[many] * 2 + windows.reverse[many]) * 2**31 + fewer_hits[many]
         by_strand = many[np.argsort(strand_key, kind="stable")]
-        first_pick = by_strand[_ranks(read[by_strand] * 2 + windows.reverse[by_strand]) < limit // 2]
+        first_pick = by_strand[run_ranks(read[by_strand] * 2 + windows.reverse[by_strand]) < limit // 2]
         picked = np.zeros(len(read), dtype=bool)
         picked[first_pick] = True
         rest = many[~picked[many]]
         rest = rest[np.argsort(read[rest] * 2**31 + fewer_hits[rest], kind="stable")]
         room = limit - np.bincount(read[first_pick], minlength=len(per_read))
-        second_pick = rest[_ranks(read[rest]) < room[read[rest]]]
+        second_pick = rest[run_ranks(read[rest]) < room[read[rest]]]
         keep = np.sort(np.concatenate((np.flatnonzero(~crowded), first_pick, second_pick)))
         return Windows(*(getattr(windows, name)[keep] for name in Windows.FIELDS))
 
@@ -498,10 +505,3 @@ def _window_constants(index: FMIndex, options: SeedOptions) -> dict:
         "DIAGONAL_SPAN": index.total_length + longest + 1,
         "MASK_WORDS": -(-longest // 32),
     }
-
-
-def _ranks(groups: np.ndarray) -> np.ndarray:
-    """Each element's position within its run of equal values (``groups`` sorted)."""
-    positions = np.arange(len(groups))
-    starts = np.r_[True, groups[1:] != groups[:-1]] if len(groups) else np.zeros(0, dtype=bool)
-    return positions - np.maximum.accumulate(np.where(starts, positions, 0)) if len(groups) else positions

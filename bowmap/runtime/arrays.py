@@ -62,3 +62,12 @@ def prefix_mask(lengths: np.ndarray, width: int) -> np.ndarray:
     step = np.zeros(2 * width, dtype=bool)
     step[:width] = True
     return windows(step, width - np.asarray(lengths, dtype=np.int64), width)
+
+
+def run_ranks(groups: np.ndarray) -> np.ndarray:
+    """Each element's place within its run of equal values (``groups`` sorted): 0, 1, 2, ..."""
+    if len(groups) == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.r_[True, groups[1:] != groups[:-1]]
+    positions = np.arange(len(groups))
+    return positions - np.maximum.accumulate(np.where(starts, positions, 0))

@@ -13,6 +13,7 @@ import pytest
 from bowmap.align import records
 from bowmap.align.windows import Windows
 from bowmap.cli import main
+from bowmap.runtime.arrays import run_ranks
 from tests.conftest import codes_to_text, write_fasta
 
 COMPLEMENT = str.maketrans("ACGT", "TGCA")
@@ -33,8 +34,8 @@ def test_forward_interval_and_overlap_follow_bwa():
 
 
 def test_ranks_count_within_runs():
-    assert records.ranks(np.array([0, 0, 0, 2, 5, 5])).tolist() == [0, 1, 2, 0, 0, 1]
-    assert records.ranks(np.zeros(0, dtype=np.int64)).tolist() == []
+    assert run_ranks(np.array([0, 0, 0, 2, 5, 5])).tolist() == [0, 1, 2, 0, 0, 1]
+    assert run_ranks(np.zeros(0, dtype=np.int64)).tolist() == []
 
 
 def plain_candidates(read, reverse, start, end_in_window, score, chosen, reportable):
