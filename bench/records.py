@@ -30,9 +30,10 @@ Aligners: ``python -m bowmap align`` (default records: XA, supplementary + SA, M
 4. ``--variants`` (slow; off by default): on ``--variants-genome`` (yeast), mason_variator SNPs
    (rate 1e-3) and indels of 1-6 bp (rate 1e-4), one haplotype (so homozygous), no SVs; mason
    reads from it at ``--variants-coverage`` (15x) of the first length; each aligner's SAM sorted
-   to BAM, ``bcftools mpileup -f REF | bcftools call -mv`` (no filter), truth and calls split and
-   left-aligned by ``bcftools norm -f REF -m -any``; a call is right when CHROM, POS, REF and ALT
-   equal a truth record's. SNP and indel precision, recall and F1.
+   to BAM, ``bcftools mpileup -f REF | bcftools call -mv``, calls of QUAL >= 20 kept (below, one
+   read's error at depth 1 is a call); truth and calls split and left-aligned by ``bcftools norm
+   -f REF -m -any``; a call is right when CHROM, POS, REF and ALT equal a truth record's. SNP and
+   indel precision, recall and F1.
 Without mason (the GPU host) parts 1 and 4 need reads already in the work folder (carry
 <work>/<genome>/{reference.fa,reference.json,reads_L/} from a machine with mason); else skipped.
 
@@ -72,6 +73,7 @@ MAPQ_CONFIDENT = align_accuracy.MAPQ_CONFIDENT
 LOW_ERROR, CHIMERA_ERROR = 0.01, 0.005  # substitutions per base
 VARIATOR = str(Path(align_accuracy.MASON).with_name("mason_variator"))
 SNP_RATE, INDEL_RATE = 1e-3, 1e-4
+CALL_QUALITY = 20  # calls below it are left out: at low depth, one read's error is a call
 NOWHERE = (False, -(10**9), None)  # align_accuracy truth of a read with no true place
 LETTERS = np.frombuffer(b"ACGT", dtype=np.uint8)
 
@@ -325,11 +327,14 @@ def variant_reads(reference, args) -> tuple[Path, Path] | None:
     return truth, fastq
 
 
-def variant_set(vcf: Path, reference, folder: Path) -> set[tuple[str, int, str, str]]:
-    """(CHROM, POS, REF, ALT) of ``vcf`` after ``bcftools norm -f REF -m -any``."""
+def variant_set(vcf: Path, reference, folder: Path, minimum_quality: float | None = None) -> set[tuple[str, int, str, str]]:
+    """(CHROM, POS, REF, ALT) of ``vcf``'s records (those with QUAL >= ``minimum_quality`` where
+    it is given; mason's truth has no QUAL) after ``bcftools norm -f REF -m -any``."""
     normalised = folder / f"{vcf.name}.norm.vcf"
     run_tool(["bcftools", "norm", "-f", reference.fasta, "-m", "-any", "-o", normalised, vcf], folder / "norm.log")
-    finished = subprocess.run(["bcftools", "query", "-f", r"%CHROM\t%POS\t%REF\t%ALT\n", str(normalised)], check=True, capture_output=True, text=True)
+    keep = [] if minimum_quality is None else ["-i", f"QUAL>={minimum_quality}"]
+    query = ["bcftools", "query", *keep, "-f", r"%CHROM\t%POS\t%REF\t%ALT\n", str(normalised)]
+    finished = subprocess.run(query, check=True, capture_output=True, text=True)
     return {(chrom, int(pos), ref, alt) for chrom, pos, ref, alt in (line.split("\t") for line in finished.stdout.splitlines())}
 
 
@@ -342,7 +347,7 @@ def variant_row(sam: Path, reference, truth: set, threads: int) -> list[str]:
     run_tool(["samtools", "index", bam], folder / "index.log")
     run_tool(["bcftools", "mpileup", "--threads", threads, "-f", reference.fasta, "-Ob", "-o", pileup, bam], folder / "mpileup.log")
     run_tool(["bcftools", "call", "-mv", "-o", calls, pileup], folder / "call.log")
-    called = variant_set(calls, reference, folder)
+    called = variant_set(calls, reference, folder, CALL_QUALITY)
     cells = []
     for is_snp in (True, False):
         wanted = {item for item in truth if (len(item[2]) == len(item[3]) == 1) == is_snp}
@@ -492,7 +497,7 @@ def main() -> int:
     if tables["variants"]:
         print_table(
             f"Variants: mason_variator SNPs {SNP_RATE:g}/bp, indels 1-6 bp {INDEL_RATE:g}/bp; {args.variants_coverage:g}x mason reads of {args.lengths[0]} bp; "
-            f"bcftools mpileup | call -mv; match: CHROM POS REF ALT after bcftools norm -m -any; truth {', '.join(tables['variants truth'])}",
+            f"bcftools mpileup | call -mv, QUAL>={CALL_QUALITY}; match: CHROM POS REF ALT after bcftools norm -m -any; truth {', '.join(tables['variants truth'])}",
             ["genome", "tool", "SNP prec %", "SNP recall %", "SNP F1 %", "indel prec %", "indel recall %", "indel F1 %", "calls"], tables["variants"],
         )  # fmt: skip
     return 0
