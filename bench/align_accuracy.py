@@ -127,10 +127,10 @@ def rewrap_reference(source: Path, target: Path) -> str:
     return index_build.sha256_of(target)
 
 
-def simulate_reads(reference: Path, reads_dir: Path, read_count: int, seed: int) -> None:
-    """mason reads and truth TSVs for every length into ``reads_dir``, unless params.json matches."""
+def simulate_reads(reference: Path, reads_dir: Path, read_count: int, seed: int, lengths: tuple[int, ...] = READ_LENGTHS) -> None:
+    """mason reads and truth TSVs for each of ``lengths`` into ``reads_dir``, unless params.json matches."""
     reference_sha = index_build.sha256_of(reference)
-    params = {"reference_sha256": reference_sha, "reads": read_count, "seed": seed, "mason": MASON_ERRORS}
+    params = {"reference_sha256": reference_sha, "reads": read_count, "seed": seed, "mason": MASON_ERRORS, "lengths": list(lengths)}
     params_path = reads_dir / "params.json"
     if params_path.exists() and json.loads(params_path.read_text()) == params:
         return
@@ -138,8 +138,8 @@ def simulate_reads(reference: Path, reads_dir: Path, read_count: int, seed: int)
         raise BenchError(f"{MASON} not found: install Debian's seqan-apps, or pass --reads-dir")
     reads_dir.mkdir(parents=True, exist_ok=True)
     params_path.unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory(dir=WORK) as scratch:
-        for length in READ_LENGTHS:
+    with tempfile.TemporaryDirectory(dir=reads_dir) as scratch:
+        for length in lengths:
             fastq, truth_sam = Path(scratch) / "reads.fq", Path(scratch) / "truth.sam"
             command = [
                 MASON, "-ir", str(reference), "-n", str(read_count), "--seed", str(seed + length),
