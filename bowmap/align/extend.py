@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bowmap.align.mapq import NO_SCORE
 from bowmap.align.options import AlignOptions
+from bowmap.align.tandem import tandem_scores
 from bowmap.align.windows import Windows
 from bowmap.runtime.arrays import segment_ranges, unique
 
@@ -219,6 +221,24 @@ class Extender:
         best_score[reads], second_score[reads], suboptimal[reads] = again[1][reads], again[2][reads], again[3][reads]
         return Scored(windows, score, read_end, window_end, best, best_score, second_score, suboptimal)
 
+    def tandem(self, scored: Scored, chosen_window: np.ndarray) -> np.ndarray:
+        """Each read's tandem score (bowmap.align.tandem) for its window ``chosen_window`` (-1:
+        none, NO_SCORE)."""
+        windows, index = scored.windows, self.index
+        chosen = np.flatnonzero(chosen_window >= 0)
+        tandem = np.full(self.count, NO_SCORE, dtype=np.int64)
+        if len(chosen) == 0:
+            return tandem
+        window = chosen_window[chosen]
+        text_end = windows.start[window] + scored.window_end[window]
+        contig, _ = index.to_contig(np.maximum(text_end - 1, 0))
+        contig_start = index.contig_starts[contig]
+        tandem[chosen] = tandem_scores(
+            self.chunk.both_codes, self.read_offsets[chosen + self.count * windows.reverse[window]], self.lengths[chosen],
+            text_end, scored.read_end[window], contig_start, contig_start + index.contig_lengths[contig], index, self.scoring,
+        )
+        return tandem
+
     def minimum(self) -> np.ndarray:
         return minimum_scores(self.lengths, self.scoring, self.options.end_to_end, self.options.min_score)
 
@@ -277,7 +297,8 @@ class Extender:
         score_out[mapped] = traced.score
         second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
         if mapq is None:
-            mapq = mapping_quality(np.where(mapped, compared_score, 0), second, lengths, self.scoring, suboptimal)
+            tandem = self.tandem(scored, np.where(mapped, chosen_window, -1))
+            mapq = mapping_quality(np.where(mapped, compared_score, 0), second, lengths, self.scoring, suboptimal, tandem)
         return ChunkAlignments(
             mapped=mapped,
             reverse=np.where(mapped, windows.reverse[np.maximum(chosen_window, 0)], False) if len(windows) else mapped.copy(),

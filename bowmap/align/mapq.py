@@ -7,15 +7,18 @@ branch), with the read length in place of the alignment's span:
   ``L`` = read length; ``S1`` = best score; ``S2`` = second-best score (another alignment, not the
   best found again through an overlapping window); ``n`` = other alignments scoring within
   ``max(a + b, gap open + extend)`` of the best (bwa's ``sub_n``).
-* ``sub`` = ``max(S2, MIN_SEED_BASES * a)``: a second hit is never assumed worse than a bare exact
-  seed of 19 bases, as bwa; ``MAPQ = 0`` when ``S1 <= 0`` or ``sub >= S1``.
+* ``sub`` = ``max(S2, T, MIN_SEED_BASES * a)``: a second hit is never assumed worse than a bare
+  exact seed of 19 bases, as bwa; ``T`` is the read's tandem score (bwa's ``csub``: the best
+  alignment slid by a microsatellite's unit, see bowmap.align.tandem); ``MAPQ = 0`` when
+  ``S1 <= 0`` or ``sub >= S1``.
 * identity ``i = 1 - (L a - S1) / ((a + b) L)``; ``t = i^2`` for reads under 50 bases, else
   ``t = i^2 ln(50) / ln(L)``;
 * ``q = int(6.02 (S1 - sub) / a * t^2 + 0.499)``, less ``int(4.343 ln(n + 1) + 0.499)`` when
   ``n > 0``; clipped to 0..60.
 
 bwa then scales by ``1 - frac_rep`` (the share of the read covered by seeds occurring more than
-500 times); bowmap does not yet (see the README). MAPQ 255 ("not available") is never produced.
+500 times); bowmap does not (see the README): its reads in microsatellites and homopolymers are
+held down by the tandem score instead. MAPQ 255 ("not available") is never produced.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ LENGTH_COEFFICIENT = 50
 NO_SCORE = np.iinfo(np.int32).min
 
 
-def mapping_quality(score, second_score, read_lengths, scoring, suboptimal=None) -> np.ndarray:
+def mapping_quality(score, second_score, read_lengths, scoring, suboptimal=None, tandem=None) -> np.ndarray:
     """MAPQ (uint8[n], 0..60) of reads with best ``score`` and ``second_score`` (``NO_SCORE`` when
-    none), ``read_lengths`` in bases and ``suboptimal`` other alignments near the best (None: 0),
-    under ``scoring`` (integer attributes ``match`` and ``mismatch``, both positive)."""
+    none), ``read_lengths`` in bases, ``suboptimal`` other alignments near the best (None: 0)
+    and ``tandem`` scores (None or NO_SCORE: none), under ``scoring`` (integer attributes
+    ``match`` and ``mismatch``, both positive)."""
     match = float(scoring.match)
     mismatch = float(scoring.mismatch)
     if match <= 0 or mismatch <= 0:
@@ -43,6 +47,9 @@ def mapping_quality(score, second_score, read_lengths, scoring, suboptimal=None)
     second = np.asarray(second_score, dtype=np.int64)
     lengths = np.maximum(np.asarray(read_lengths, dtype=np.int64), 1).astype(np.float64)
     sub = np.maximum(np.where(second == NO_SCORE, -np.inf, second.astype(np.float64)), MIN_SEED_BASES * match)
+    if tandem is not None:
+        tandem = np.asarray(tandem, dtype=np.int64)
+        sub = np.maximum(sub, np.where(tandem == NO_SCORE, -np.inf, tandem.astype(np.float64)))
     usable = (best > 0) & (sub < best)
     identity = 1.0 - (lengths * match - best) / ((match + mismatch) * lengths)
     scale = np.where(lengths < LENGTH_COEFFICIENT, 1.0, np.log(LENGTH_COEFFICIENT) / np.log(np.maximum(lengths, 2.0))) * identity * identity

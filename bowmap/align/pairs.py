@@ -328,7 +328,8 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             scored, found = extender.add(scored, extra, rescued), None
     window, chosen_score = scored.best.copy(), scored.best_score.copy()
     second = scored.second_score.copy()
-    mapq = mapping_quality(np.where(window >= 0, chosen_score, 0), second, extender.lengths, scoring, scored.suboptimal)
+    mapq = mapping_quality(np.where(window >= 0, chosen_score, 0), second, extender.lengths, scoring, scored.suboptimal,
+                           extender.tandem(scored, window))
     proper = np.zeros(count, dtype=bool)
     if model.failed:
         return scored, PairChoice(window, chosen_score, second, mapq, proper)
@@ -347,7 +348,8 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             chosen_score[reads] = scored.score[chosen]
             # The best among the read's other alignments: its own best when another was chosen.
             second[reads] = np.where(chosen == scored.best[reads], scored.second_score[reads], scored.best_score[reads])
-        single = mapping_quality(chosen_score, second, extender.lengths, scoring, scored.suboptimal).astype(np.int64)
+        tandem = extender.tandem(scored, window)
+        single = mapping_quality(chosen_score, second, extender.lengths, scoring, scored.suboptimal, tandem).astype(np.int64)
         against = np.maximum(second_pair[wins], unpaired[wins])
         pair_mapq = np.floor(6.02 * (pair_score[wins] - against) / scoring.match + 0.499).astype(np.int64)
         pair_mapq -= np.where(suboptimal[wins] > 0, np.floor(4.343 * np.log(suboptimal[wins] + 1) + 0.499), 0).astype(np.int64)
@@ -364,6 +366,9 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             reads = 2 * wins + mate
             own = single[reads]
             lifted = np.where(own < pair_mapq, np.minimum(pair_mapq, own + 40), own)
-            mapq[reads] = lifted
+            # bwa's tandem cap: a mate that aligns about as well one repeat unit away stays
+            # unsure of its place however unique its pair.
+            tandem_cap = np.floor(6.02 * (chosen_score[reads] - tandem[reads]) / scoring.match + 0.499)
+            mapq[reads] = np.where(tandem[reads] != NO_SCORE, np.clip(np.minimum(lifted, tandem_cap), 0, None), lifted)
             proper[reads] = True
     return scored, PairChoice(window, chosen_score, second, mapq.astype(np.uint8), proper)

@@ -331,13 +331,14 @@ def test_secondary_lines_and_computed_mapq():
 
 
 def test_mapq_formula():
-    """bwa 0.7.17's mem_approx_mapq_se (default -Q 50), written plainly, on random score tuples."""
+    """bwa 0.7.17's mem_approx_mapq_se (default -Q 50), written plainly, on random score tuples;
+    the tandem score (bwa's csub) counts as a second best."""
 
     class Scoring:
         match, mismatch = 1, 4
 
-    def scalar(best, second, length, others):
-        sub = max(second if second != NO_SCORE else -math.inf, 19)
+    def scalar(best, second, length, others, tandem=NO_SCORE):
+        sub = max(second if second != NO_SCORE else -math.inf, tandem if tandem != NO_SCORE else -math.inf, 19)
         if best <= 0 or sub >= best:
             return 0
         identity = 1 - (length - best) / (5 * length)
@@ -357,6 +358,11 @@ def test_mapq_formula():
     assert got.dtype == np.uint8 and got.max() <= 60
     assert list(got) == [scalar(int(b), int(s), int(n), int(o)) for b, s, n, o in zip(best, second, lengths, others)]
     assert (got[:50] == 0).all()
+    tandem = np.where(rng.random(2000) < 0.5, best - rng.integers(-5, 40, size=2000), NO_SCORE)
+    got = mapping_quality(best, second, lengths, Scoring(), others, tandem)
+    assert list(got) == [scalar(*(int(v) for v in values)) for values in zip(best, second, lengths, others, tandem)]
+    assert mapping_quality([150], [NO_SCORE], [150], Scoring(), None, [NO_SCORE])[0] == 60
+    assert mapping_quality([150], [NO_SCORE], [150], Scoring(), None, [148])[0] < mapping_quality([150], [140], [150], Scoring())[0]
     assert mapping_quality([150], [NO_SCORE], [150], Scoring())[0] == 60  # perfect and unique
     assert mapping_quality([150], [140], [150], Scoring())[0] == 37  # bwa's value for these scores
     assert mapping_quality([150], [140], [150], Scoring(), [1])[0] == 34  # one more near the best

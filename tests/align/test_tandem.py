@@ -1,0 +1,163 @@
+"""Tandem scores (bowmap/align/tandem.py) against a plain loop, and MAPQ of reads in
+microsatellites and homopolymers on a hand-made genome."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pysam
+import pytest
+
+from bowmap.align import tandem
+from bowmap.align.mapq import NO_SCORE
+from bowmap.align.reference import ReferenceText
+from bowmap.cli import main
+from tests.conftest import codes_to_text, write_fasta
+
+
+def plain_tandem(read, text, contig_start, contig_end, text_end, read_end, match=1, mismatch=4):
+    """tandem_scores for one read, base by base (read: its codes on the aligned strand)."""
+    if read_end < tandem.SAMPLE:
+        return NO_SCORE
+    sample = [int(code) % 4 for code in read[read_end - tandem.SAMPLE : read_end]]  # an N compares as A
+    if not any(sum(sample[j] == sample[j - p] for j in range(p, tandem.SAMPLE)) >= tandem.SAMPLE - p - tandem.SAMPLE_MISMATCHES
+               for p in range(1, tandem.MAX_PERIOD + 1)):
+        return NO_SCORE
+    diagonal = text_end - read_end
+    best = 0
+    for shift in [*range(-tandem.MAX_PERIOD, 0), *range(1, tandem.MAX_PERIOD + 1)]:
+        run = 0
+        for j, base in enumerate(read):
+            place = diagonal + shift + j
+            same = contig_start <= place < contig_end and base < 4 and text[place] == base
+            run = max(run + (match if same else -mismatch), 0)
+            best = max(best, run)
+    return best
+
+
+def periodic_read(rng, length, unit_length, error_rate):
+    unit = rng.integers(0, 4, size=unit_length, dtype=np.uint8)
+    read = np.resize(np.roll(unit, int(rng.integers(0, unit_length))), length)
+    errors = rng.random(length) < error_rate
+    read[errors] = rng.integers(0, 5, size=int(errors.sum()), dtype=np.uint8)  # 4: an N
+    return read
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tandem_scores_equal_a_plain_loop(seed):
+    rng = np.random.default_rng(seed)
+    # Two contigs with microsatellites of various units (and an N run) in random bases.
+    contigs = []
+    for length in (int(rng.integers(300, 900)), int(rng.integers(40, 200))):
+        contig = rng.integers(0, 4, size=length, dtype=np.uint8)
+        for _ in range(3):
+            start = int(rng.integers(0, max(1, length - 60)))
+            piece = periodic_read(rng, int(rng.integers(20, 120)), int(rng.integers(1, 8)), 0.02)
+            contig[start : start + len(piece)] = piece[: length - start]
+        contig[rng.integers(0, length, size=3)] = 4
+        contigs.append(contig)
+    reference = ReferenceText.from_sequences(["a", "b"], contigs)
+    text = np.concatenate(contigs)
+    bounds = [(0, len(contigs[0])), (len(contigs[0]), len(text))]
+    reads, rows = [], []
+    for _ in range(int(rng.integers(1, 60))):
+        length = int(rng.choice([1, 20, 37, 38, 39, 64, 101, 150, 251]))
+        kind = rng.random()
+        if kind < 0.4:  # from the text (a microsatellite or not), with errors
+            contig = int(rng.integers(0, 2))
+            lo, hi = bounds[contig]
+            start = int(rng.integers(lo, max(lo + 1, hi - length)))
+            read = text[start : start + length].copy()
+            read = np.concatenate((read, rng.integers(0, 4, size=length - len(read), dtype=np.uint8)))
+            read[rng.random(length) < 0.02] = rng.integers(0, 4)
+        elif kind < 0.8:
+            read = periodic_read(rng, length, int(rng.integers(1, 8)), float(rng.choice([0, 0.01, 0.05])))
+            contig = int(rng.integers(0, 2))
+        else:
+            read = rng.integers(0, 5, size=length, dtype=np.uint8)
+            contig = int(rng.integers(0, 2))
+        lo, hi = bounds[contig]
+        read_end = int(rng.integers(0, length + 1))
+        text_end = int(rng.integers(lo, hi + 1)) if rng.random() < 0.8 else int(rng.choice([lo, hi]))
+        reads.append(read)
+        rows.append((lo, hi, text_end, read_end))
+    codes = np.concatenate(reads)
+    starts = np.cumsum([0] + [len(r) for r in reads[:-1]])
+    lo, hi, text_end, read_end = (np.array(column) for column in zip(*rows))
+    got = tandem.tandem_scores(codes, starts, [len(r) for r in reads], text_end, read_end, lo, hi, reference, SimpleNamespace(match=1, mismatch=4))
+    expected = [plain_tandem(r, text, *row) for r, row in zip(reads, rows)]
+    assert got.tolist() == expected
+    assert tandem.tandem_scores(codes[:0], [], [], [], [], [], [], reference, SimpleNamespace(match=1, mismatch=4)).tolist() == []
+
+
+def test_best_local_is_the_best_run():
+    steps = np.array([[1, 1, -4, 1, 1, 1], [-4, -4, -4, -4, -4, -4], [1, -4, 1, 1, -4, 1]])
+    assert tandem.best_local(steps).tolist() == [3, 0, 2]
+
+
+# ------------------------------------------------------------------------ whole runs
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory):
+    """Random bases with a 200-base (CA)n, a 60-base poly-T and a 60-base (AAG)n."""
+    rng = np.random.default_rng(3)
+    parts = [rng.integers(0, 4, size=3000, dtype=np.uint8)]
+    for unit, length in (([1, 0], 200), ([3], 60), ([0, 0, 2], 60)):
+        parts += [np.resize(np.array(unit, dtype=np.uint8), length), rng.integers(0, 4, size=2000, dtype=np.uint8)]
+    text = codes_to_text(np.concatenate(parts))
+    folder = tmp_path_factory.mktemp("tandem")
+    reference = write_fasta(folder / "ref.fa", [("chr1", text)])
+    assert main(["-q", "index", reference, str(folder / "ref")]) == 0
+    return SimpleNamespace(text=text, prefix=folder / "ref")
+
+
+def with_errors(read: str, places: list[int]) -> str:
+    bases = list(read)
+    for place in places:
+        bases[place] = "ACGT"[("ACGT".index(bases[place]) + 1) % 4]
+    return "".join(bases)
+
+
+def test_reads_in_microsatellites_are_not_confident(genome, tmp_path):
+    """A homopolymer or microsatellite read longer than the genome's run aligns to the run with
+    its unique-looking score (60 bases, no other window), but as well a unit to either side:
+    MAPQ 0 (without the tandem score, 60). Reads with unique flanks keep 60."""
+    text = genome.text
+    polyt, aag = text.index("T" * 60), text.index("AAG" * 20)
+    reads = {
+        "polyT": with_errors("T" * 150, [40, 97]),
+        "polyA": with_errors("A" * 150, [12, 130]),
+        "AAG": with_errors("AAG" * 50, [70, 101]),
+        "inside_CA": text[text.index("CA" * 100) + 20 :][:150],  # wholly inside (CA)100: windows tie already
+        "polyT_flanked": text[polyt - 45 : polyt + 105],  # 45 unique bases, 60 T, 45 unique: placed
+        "unique": text[500:650],
+    }
+    path = tmp_path / "reads.fq"
+    path.write_text("".join(f"@{name}\n{seq}\n+\n{'I' * len(seq)}\n" for name, seq in reads.items()))
+    out = tmp_path / "out.sam"
+    assert main(["-q", "align", str(genome.prefix), str(path), "-o", str(out), "--devices", "cpu"]) == 0
+    records = {r.query_name: r for r in pysam.AlignmentFile(str(out)) if not r.is_supplementary}
+    for name, start in (("polyT", polyt), ("polyA", polyt), ("AAG", aag)):
+        record = records[name]
+        assert record.reference_start == start and record.get_tag("AS") >= 50 and record.mapping_quality == 0, name
+    assert records["inside_CA"].mapping_quality == 0
+    assert records["polyT_flanked"].mapping_quality == 60 and records["polyT_flanked"].reference_start == polyt - 45
+    assert records["unique"].mapping_quality == 60
+
+
+def test_a_unique_mate_does_not_lift_its_microsatellite_mate(genome, tmp_path):
+    """bwa's tandem cap: the pair lifts a mate's MAPQ, but never past what its tandem score allows."""
+    text = genome.text
+    polyt = text.index("T" * 60)
+    first = text[polyt - 250 : polyt - 100]  # unique, forward, 250 bases before the poly-T run
+    second = with_errors("A" * 150, [30, 88])  # the run's reverse strand: concordant (FR)
+    for mate, sequence in ((1, first), (2, second)):
+        (tmp_path / f"r{mate}.fq").write_text(f"@pair/{mate}\n{sequence}\n+\n{'I' * 150}\n")
+    out = tmp_path / "out.sam"
+    assert main(["-q", "align", str(genome.prefix), str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq"), "-o", str(out),
+                 "--devices", "cpu", "--insert-size", "300,50"]) == 0
+    one, two = (r for r in pysam.AlignmentFile(str(out)) if not r.is_supplementary)
+    assert one.mapping_quality == 60 and one.reference_start == polyt - 250
+    assert two.is_reverse and two.is_proper_pair and two.reference_start >= polyt - 2 and two.mapping_quality == 0
