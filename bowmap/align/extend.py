@@ -196,7 +196,7 @@ class Extender:
             if poor.any():
                 chunk = self.chunk
                 found = rescuer.rescue_windows(chunk.codes, chunk.reverse_codes, chunk.offsets, poor, chunk.both_codes, self.read_codes)
-                scored = self.add(scored, _new_windows(windows, found, poor, self.index), poor)
+                scored = self.add(scored, new_windows(windows, found, poor, self.index), poor)
         return scored
 
     def add(self, scored: Scored, extra: Windows, reads: np.ndarray) -> Scored:
@@ -351,12 +351,12 @@ def _ranked(chunk, windows: Windows, score, window_end, count: int, delta: int):
     return best, best_score, second_score, suboptimal_counts(windows.read, score, count, best_score, delta, windows.reverse, end)
 
 
-# Window lengths enter _new_windows's keys modulo this: windows are at most a read (up to 4096
+# Window lengths enter new_windows's keys modulo this: windows are at most a read (up to 4096
 # bases in practice) plus three margins long, so two windows of one start never collide.
 WINDOW_LENGTH_KEY = 8192
 
 
-def _new_windows(windows: Windows, extra: Windows, rescued: np.ndarray, index) -> Windows:
+def new_windows(windows: Windows, extra: Windows, rescued: np.ndarray, index) -> Windows:
     """The windows of ``extra`` (windows of the reads in the mask ``rescued``) that ``windows``
     does not hold already (same read, strand, start and end): scoring them again would only cost
     time."""

@@ -1,7 +1,8 @@
 """Records beyond each read's primary alignment, as bwa mem writes them: alternative hits (the XA
 tag, or secondary records with ``--secondary N``) and split reads (a supplementary record, SA on
-both parts). Everything is chosen from the windows the extend stage scored already: no extra
-pass over the reference, one batch of tracebacks for the few windows that can matter.
+both parts). Everything is chosen from the windows the extend stage scored, with one more
+seeding for the clipped parts of reads whose primary leaves a long part clipped
+(:func:`with_part_windows`), and one batch of tracebacks for the few windows that can matter.
 
 A read's *other alignments* are its scored windows less its primary, one per distinct alignment
 (windows whose alignments end within SAME_ALIGNMENT_BASES of each other on one strand are one,
@@ -31,9 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import SAME_ALIGNMENT_BASES, Extender, Scored, Traced
+from bowmap.align.extend import SAME_ALIGNMENT_BASES, Extender, Scored, Traced, new_windows
 from bowmap.align.mapq import NO_SCORE, mapping_quality
 from bowmap.align.options import RecordOptions
+from bowmap.align.windows import Windows
 from bowmap.runtime.arrays import run_ranks, segment_ranges
 
 XA_RATIO = 0.8  # bwa's XA_drop_ratio: alternatives scoring at least this share of the primary
@@ -67,10 +69,10 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, op
     scored and ranked with the others."""
     extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
     scored = extender.scored(windows, rescuer)
-    return chunk_alignments(extender, scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal)
+    return chunk_alignments(extender, scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal, rescuer=rescuer)
 
 
-def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, second, suboptimal, mapq=None, proper=None):
+def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, second, suboptimal, mapq=None, proper=None, rescuer=None):
     """:meth:`Extender.alignments` of the windows ``chosen`` with the records the options ask
     for beyond them: XA, and (single-end chunks) supplementary and secondary rows. Paired
     chunks keep one row a read (the pair's fields are made for that): XA only, for now."""
@@ -80,12 +82,59 @@ def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, secon
     if not (records.max_alternatives or records.secondary or records.supplementary):
         return extender.alignments(scored, chosen, compared, second, suboptimal, mapq, proper)
     mapped, traced = extender.primaries(scored, chosen, compared)
+    if records.supplementary and rescuer is not None:
+        scored = with_part_windows(extender, rescuer, scored, mapped, traced)
     others = other_alignments(extender, scored, chosen, compared, second, traced, mapped, records)
     alignments = extender.alignments(scored, chosen, compared, others.second, suboptimal, mapq, proper, (mapped, traced))
     if extender.chunk.paired:
         alignments.alternatives = alternatives_of(others)
         return alignments
     return with_other_records(alignments, others, records)
+
+
+def with_part_windows(extender: Extender, seed_filter, scored: Scored, mapped: np.ndarray, primary: Traced) -> Scored:
+    """``scored`` with windows found for the longer clipped part of each mapped read whose primary
+    leaves at least the minimum score's worth of bases (and a seed) clipped: the part is seeded
+    as a read of its own by ``seed_filter`` (all its rounds, on the device) and its windows,
+    moved back onto the whole read's diagonals, are scored for the whole read. Without this a
+    split read whose longer part lies in a repeat keeps only that part's copies among its
+    windows (``windows_per_read``), and the other part's place is never scored."""
+    chunk, lengths, scoring = extender.chunk, extender.lengths, extender.scoring
+    start = np.zeros(extender.count, dtype=np.int64)
+    end = np.zeros(extender.count, dtype=np.int64)
+    primary_reverse = scored.windows.reverse[primary.window] if len(scored.windows) else np.zeros(0, bool)
+    start[mapped], end[mapped] = forward_interval(primary.read_start, primary.read_end, primary_reverse, lengths[mapped])
+    left = start >= lengths - end
+    part_start = np.where(left, 0, end)
+    part_length = np.where(left, start, lengths - end)
+    enough = np.maximum(extender.minimum() / scoring.match, extender.options.seed.seed_length)
+    reads = np.flatnonzero(mapped & (part_length >= enough))
+    if len(reads) == 0:
+        return scored
+    part_start, part_length, whole = part_start[reads], part_length[reads], lengths[reads]
+    offsets = np.zeros(len(reads) + 1, dtype=np.int64)
+    np.cumsum(part_length, out=offsets[1:])
+    read_starts = chunk.offsets[reads]
+    # The reverse codes hold each read's reverse complement at the read's offset: the part
+    # [o, o + l) of the forward read is [L - o - l, L - o) there.
+    forward = chunk.codes[segment_ranges(read_starts + part_start, part_length)]
+    reverse = chunk.reverse_codes[segment_ranges(read_starts + whole - part_start - part_length, part_length)]
+    found = seed_filter.windows(forward, reverse, offsets)
+    if len(found) == 0:
+        return scored
+    index = extender.index
+    shift = np.where(found.reverse, (whole - part_start - part_length)[found.read], part_start[found.read])
+    contig, _ = index.to_contig(found.start)  # a window lies in one contig, and stays there
+    contig_start = index.contig_starts[contig]
+    moved = Windows(
+        read=reads[found.read], reverse=found.reverse,
+        start=np.maximum(found.start - shift, contig_start),
+        end=np.minimum(found.end - shift + (whole - part_length)[found.read], contig_start + index.contig_lengths[contig]),
+        hits=found.hits,
+    )
+    wanted = np.zeros(extender.count, dtype=bool)
+    wanted[reads] = True
+    return extender.add(scored, new_windows(scored.windows, moved, wanted, index), wanted)
 
 
 def forward_interval(read_start, read_end, reverse, lengths):

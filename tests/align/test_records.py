@@ -232,3 +232,25 @@ def test_hard_clipped_supplementary_records_keep_only_their_aligned_part(genome,
         assert hard_part.query_sequence == soft_part.query_alignment_sequence
         assert list(hard_part.query_qualities) == list(soft_part.query_alignment_qualities)
         assert hard_part.get_tag("SA") == soft_part.get_tag("SA") and "H" not in hard_primary.get_tag("SA")
+
+
+def test_a_split_read_whose_longer_part_is_a_repeat_finds_its_other_part(tmp_path):
+    """90 bases from a segment copied 24 times, 60 unique bases from elsewhere: the repeat's
+    copies fill the read's windows (windows_per_read), so the 60-base part's place is found by
+    seeding that part on its own (records.with_part_windows)."""
+    rng = np.random.default_rng(4)
+    segment = codes_to_text(rng.integers(0, 4, size=300, dtype=np.uint8))
+    pieces = []
+    for _ in range(24):
+        pieces += [codes_to_text(rng.integers(0, 4, size=400, dtype=np.uint8)), segment]
+    a = "".join(pieces)
+    b = codes_to_text(rng.integers(0, 4, size=3000, dtype=np.uint8))
+    reference = write_fasta(tmp_path / "ref.fa", [("chrA", a), ("chrB", b)])
+    assert main(["-q", "index", reference, str(tmp_path / "ref")]) == 0
+    genome = SimpleNamespace(prefix=tmp_path / "ref")
+    split, _, b_start = chimera(a, a.index(segment) + 100, 90, b, 1500, 60, False)
+    out = align(genome, {"split": split}, tmp_path)
+    primary, supplementary = out["split"]
+    assert primary.cigarstring == "90M60S" and primary.mapping_quality == 0
+    assert supplementary.is_supplementary and supplementary.reference_name == "chrB"
+    assert (supplementary.reference_start, supplementary.cigarstring) == (b_start, "90S60M")
