@@ -152,7 +152,8 @@ def candidates(scored: Scored, chosen: np.ndarray, reportable: np.ndarray) -> np
     """The windows of each read's other alignments, one a distinct alignment (the best-scoring
     window of each cluster of ends; the primary's own cluster left out), sorted by read, then
     score (best first), start and strand. ``chosen``: each read's primary window (-1: none);
-    ``reportable``: a mask of the windows whose score reaches the reporting minimum."""
+    ``reportable``: a mask of the windows that may be reported (reaching the minimum, and near
+    enough the primary or of a read with a part clipped: see other_alignments)."""
     windows = scored.windows
     read, reverse, end = windows.read, windows.reverse, scored.text_end()
     if len(read) == 0:
@@ -180,9 +181,19 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, compared: np.
     windows = scored.windows
     minimum = extender.minimum()
     bonus = 2 * scoring.clip_bonus
-    reportable = (scored.score + bonus > 0) & (scored.score + bonus >= minimum[windows.read]) if len(windows) else np.zeros(0, bool)
+    start = np.zeros(count, dtype=np.int64)
+    end = np.zeros(count, dtype=np.int64)
+    primary_reverse = windows.reverse[primary.window] if len(windows) else np.zeros(0, bool)
+    start[mapped], end[mapped] = forward_interval(primary.read_start, primary.read_end, primary_reverse, lengths[mapped])
+    clipped = options.supplementary & ((lengths - (end - start)) * scoring.match >= minimum)
+    # Only windows that can matter are clustered and sorted (all of a chunk's took a fifth of a
+    # GPU run's time): those near enough the primary to be an alternative, and every window of
+    # a read whose primary leaves a part clipped (a split part, or the rivals of one).
+    relevant = (scored.score + bonus > 0) & (scored.score + bonus >= minimum[windows.read]) if len(windows) else np.zeros(0, bool)
+    if len(windows):
+        relevant &= (scored.score >= XA_RATIO * compared[windows.read]) | clipped[windows.read]
     chosen = np.where(mapped, chosen, -1)
-    found = candidates(scored, chosen, reportable)
+    found = candidates(scored, chosen, relevant)
     read = windows.read[found]
     alternative = scored.score[found] >= XA_RATIO * compared[read]
     alternatives = np.bincount(read[alternative], minlength=count)
@@ -192,16 +203,11 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, compared: np.
         wanted = alternative & (alternative_rank < options.secondary)
     else:
         wanted = alternative & (alternatives[read] <= options.max_alternatives)
-    start = np.zeros(count, dtype=np.int64)
-    end = np.zeros(count, dtype=np.int64)
-    primary_reverse = windows.reverse[primary.window] if len(windows) else np.zeros(0, bool)
-    start[mapped], end[mapped] = forward_interval(primary.read_start, primary.read_end, primary_reverse, lengths[mapped])
     if options.supplementary:
         # Where each other alignment lies on the read, before tracing: it ends at its window's
         # read end and spans at least score / match bases. Those clear of the primary there,
         # best first, are traced for the split (a part in a repeat has many copies that
         # overlap the primary: ranking all of them would crowd the other part out).
-        clipped = (lengths - (end - start)) * scoring.match >= minimum
         found_end = scored.read_end[found].astype(np.int64)
         found_start = found_end - np.maximum(scored.score[found].astype(np.int64) + bonus, 1) // scoring.match
         near_start, near_end = forward_interval(found_start, found_end, windows.reverse[found], lengths[read])
