@@ -614,9 +614,11 @@ def simulate_reads(
     note(f"{reference.name}: {args.reads:,} reads of {length} bp written [{time.perf_counter() - started:.1f} s]")
 
 
-def repeated_reads(read_set: ReadSet, times: int) -> Path:
-    """The read set ``times`` over, copy c's reads renamed NAME_c (one NumPy pass a copy)."""
-    path = read_set.full.with_name(f"reads_{read_set.length}_x{times}.fq")
+def repeated_reads(read_set: ReadSet, times: int, path: Path | None = None) -> Path:
+    """The read set ``times`` over, copy c's reads renamed NAME_c (one NumPy pass a copy), written
+    to ``path`` (default reads_{L}_x{times}.fq beside the reads) unless it exists. The suffix goes
+    after the first ``name_bytes`` bytes of each record, so a mate's /1 or /2 stays last."""
+    path = path or read_set.full.with_name(f"reads_{read_set.length}_x{times}.fq")
     if path.exists():
         return path
     note(f"{read_set.reference.name}: writing {times} x {read_set.count:,} reads of {read_set.length} bp")

@@ -51,6 +51,14 @@ def test_same_seed_same_bytes_other_seed_other_bytes(human_genome, genome, tmp_p
     assert not list(tmp_path.glob("*.partial"))
 
 
+def test_workers_write_the_same_bytes(human_genome, genome, tmp_path):
+    path, description = genome
+    parallel = tmp_path / "parallel.fa"
+    made = human_genome.generate(parallel, _parameters(human_genome), workers=2)
+    assert _digest(parallel) == _digest(path)
+    assert {**made, "seconds": 0} == {**description, "seconds": 0}
+
+
 def test_stated_sizes_and_fractions(genome):
     path, description = genome
     assert json.loads(Path(str(path) + ".json").read_text()) == description

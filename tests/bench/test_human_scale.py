@@ -1,0 +1,113 @@
+"""bench/human_scale.py: the table and the goals from made-up rows (missing rows say why, the
+last row of an id wins), and the pairs' copies keeping each mate's /1 or /2 last."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture(scope="module")
+def human_scale():
+    spec = importlib.util.spec_from_file_location("human_scale", BENCH / "human_scale.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["human_scale"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _align_row(row_id, steady, blocks=1, mode="single", proper=None):
+    return {
+        "id": row_id, "label": row_id.split(":")[0], "mode": mode, "blocks": blocks, "reads": 2_000_000, "copies": 5,
+        "repeat": 1, "whole_s": 8.0, "copies_s": 8.0 + 8_000_000 / steady, "whole_reads_s": 250_000.0,
+        "steady_reads_s": steady, "peak_rss_kib": 6 * 2**20, "right_pct": 99.7, "wrong_q20": 44, "proper_pct": proper,
+        "devices": "NVIDIA H100", "sources": "abc", "machine": None,
+    }  # fmt: skip
+
+
+def _write(folder: Path, rows: list[dict]) -> None:
+    with open(folder / "results.jsonl", "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+
+
+def _verdicts(human_scale, folder):
+    return {goal: (measured, met) for goal, measured, met in human_scale.goals(human_scale.read_rows(folder))}
+
+
+def test_goals_pass_fail_and_missing(human_scale, tmp_path):
+    rows = [
+        {"id": "index:big", "seconds": 421.6, "tree_peak_bytes": int(14.83 * 2**30), "blocks": 2, "bytes": 2**31,
+         "predicted_bytes": 0, "threads": 16, "bases": 3_100_000_000},
+        _align_row("chr20:one:single", 800_000),
+        _align_row("chr20:split:single", 700_000, blocks=4),  # 87.5%: fails
+        _align_row("chr20:split:single", 760_000, blocks=4),  # a later row of the same id wins: 95%
+        _align_row("big:all:single", 730_000, blocks=2),  # 91.25%: passes
+        _align_row("chr20:one:paired", 600_000, mode="paired", proper=99.9),
+        _align_row("big:all:paired", 500_000, blocks=2, mode="paired", proper=99.8),  # 83%: fails
+        {"id": "big:capped:single", "note": "align has no --device-mem"},
+    ]  # fmt: skip
+    _write(tmp_path, rows)
+    verdicts = _verdicts(human_scale, tmp_path)
+    assert verdicts["chr20 split (4 blocks) >= 90% of one-block chr20, steady, single"] == ("95.0%", True)
+    assert verdicts["human-like genome (2 blocks) >= 90% of one-block chr20, steady, single"] == ("91.2%", True)
+    assert verdicts["human-like genome (2 blocks) >= 90% of one-block chr20, steady, paired"] == ("83.3%", False)
+    assert verdicts["chr20 split >= 90% of one-block chr20, steady, paired"] == ("-", None)
+    assert verdicts["index build <= 10 min and <= 16 GB"] == ("422 s, 15.92 GB", True)  # 14.83 GiB is 15.92 GB
+    assert verdicts["block by block within 2x of all resident, steady, single"] == ("-", None)
+
+    text = human_scale.report(tmp_path)
+    lines = text.splitlines()
+    assert any("chr20 split" in line and "paired" in line and "not run yet: --stage chr20" in line for line in lines)
+    assert any("block by block" in line and "(align has no --device-mem)" in line for line in lines)
+    assert any(line.startswith("index build, human-like genome (3.1 Gbp, 16 threads)") and "421.6" in line for line in lines)
+    assert "760,000" in text and "700,000" not in text
+    assert sum("FAIL" in line for line in lines) == 1 and sum(line.endswith("pass") for line in lines) == 3
+    # Full rows line up: the steady column ends at one place in every made row.
+    table = [line for line in lines if " 2,000,000 " in line]
+    assert len(table) == 5 and len({line.index(" 99.70") for line in table}) == 1
+
+
+def test_index_over_either_limit_fails(human_scale, tmp_path):
+    for seconds, peak in ((601, 10e9), (300, 16.1e9)):
+        _write(tmp_path, [{"id": "index:big", "seconds": seconds, "tree_peak_bytes": peak, "blocks": 2, "bytes": 1,
+                           "predicted_bytes": 0, "threads": 16, "bases": 3_100_000_000}])  # fmt: skip
+        assert _verdicts(human_scale, tmp_path)["index build <= 10 min and <= 16 GB"][1] is False
+
+
+def test_block_by_block_within_twice(human_scale, tmp_path):
+    for capped, met in ((400_000, True), (390_000, False)):
+        _write(tmp_path, [_align_row("big:all:single", 800_000, blocks=2), _align_row("big:capped:single", capped, blocks=2)])
+        measured, verdict = _verdicts(human_scale, tmp_path)["block by block within 2x of all resident, steady, single"]
+        assert verdict is met, measured
+
+
+def test_empty_report_names_the_stages(human_scale, tmp_path):
+    text = human_scale.report(tmp_path)
+    for stage in ("index", "chr20", "big"):
+        assert f"not run yet: --stage {stage}" in text
+    assert "pass" not in text and "FAIL" not in text
+
+
+def test_pair_copies_keep_the_mate_suffix_last(human_scale, tmp_path):
+    end_to_end = human_scale.end_to_end
+    records = [f"@pair{n}/1\nACGTA\n+\nIIIII\n".encode() for n in range(3)]
+    source = tmp_path / "r1.fq"
+    source.write_bytes(b"".join(records))
+    reference = end_to_end.Reference("test", tmp_path, {})
+    name_bytes = len("@pair0")
+    read_set = end_to_end.ReadSet(reference, 5, 3, 1, {"p": 1}, source, source, source, len(records[0]), name_bytes)
+    copies = human_scale.copied(read_set, 2, tmp_path / "r1_x2.fq")
+    names = copies.read_text().splitlines()[::4]
+    assert names == ["@pair0_0/1", "@pair1_0/1", "@pair2_0/1", "@pair0_1/1", "@pair1_1/1", "@pair2_1/1"]
+    # Made again when the reads change, kept when they do not.
+    assert human_scale.copied(read_set, 2, copies) == copies
+    read_set.params = {"p": 2}
+    copies.write_text("stale")
+    human_scale.copied(read_set, 2, copies)
+    assert copies.read_text().startswith("@pair0_0/1")
