@@ -258,20 +258,28 @@ class Extender:
         return Traced(np.asarray(chosen, dtype=np.int64), score, read_start.astype(np.int64), read_end.astype(np.int64),
                       contig.astype(np.int32), position, cigar_ops, cigar_starts.astype(np.int64), cigar_lengths.astype(np.int64))
 
-    def primaries(self, scored: Scored, chosen_window, compared_score) -> tuple[np.ndarray, Traced]:
+    def candidates_mask(self, chosen_window, compared_score) -> np.ndarray:
+        """Reads whose chosen window may map (see :meth:`primaries`), before any traceback."""
+        bound = compared_score + 2 * self.scoring.clip_bonus
+        return (chosen_window >= 0) & (bound > 0) & (bound >= self.minimum())
+
+    def primaries(self, scored: Scored, chosen_window, compared_score, extra=None):
         """Which reads map (a mask) and their chosen windows traced (in read order). A read maps
         when its alignment's own score (AS) reaches the minimum, as BWA-MEM's -T;
         ``compared_score`` (the score it was chosen by, see :meth:`score`) + 2 clip bonuses
-        bounds AS from above, and the traceback gives it exactly."""
-        clip_bonus = self.scoring.clip_bonus
+        bounds AS from above, and the traceback gives it exactly. ``extra``: more windows
+        (indexes) traced in the same launch, returned third (one traceback a chunk, not two)."""
         minimum = self.minimum()
-        mapped = (chosen_window >= 0) & (compared_score + 2 * clip_bonus > 0) & (compared_score + 2 * clip_bonus >= minimum)
-        traced = self.trace(scored.windows, chosen_window[mapped])
+        mapped = self.candidates_mask(chosen_window, compared_score)
+        extra = np.zeros(0, dtype=np.int64) if extra is None else np.asarray(extra, dtype=np.int64)
+        both = self.trace(scored.windows, np.concatenate((chosen_window[mapped].astype(np.int64), extra)))
+        primaries = int(mapped.sum())
+        traced, traced_extra = both.subset(np.arange(primaries)), both.subset(np.arange(primaries, primaries + len(extra)))
         kept = (traced.score > 0) & (traced.score >= minimum[mapped])
         if not kept.all():  # a clipped alignment whose bonus carried it over the minimum: unmapped
             mapped[np.flatnonzero(mapped)[~kept]] = False
             traced = traced.subset(kept)
-        return mapped, traced
+        return mapped, traced, traced_extra
 
     def alignments(self, scored: Scored, chosen_window, compared_score, second_score, suboptimal, mapq=None, proper=None,
                    primaries: tuple[np.ndarray, Traced] | None = None):
@@ -284,7 +292,7 @@ class Extender:
         from bowmap.align.sam import NO_SCORE, ChunkAlignments
 
         count, lengths, windows = self.count, self.lengths, scored.windows
-        mapped, traced = primaries if primaries is not None else self.primaries(scored, chosen_window, compared_score)
+        mapped, traced = primaries if primaries is not None else self.primaries(scored, chosen_window, compared_score)[:2]
         position = np.zeros(count, dtype=np.int64)
         contig = np.zeros(count, dtype=np.int32)
         contig[mapped] = traced.contig

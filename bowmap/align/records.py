@@ -81,10 +81,10 @@ def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, secon
         records = dataclasses.replace(records, secondary=0, supplementary=False)
     if not (records.max_alternatives or records.secondary or records.supplementary):
         return extender.alignments(scored, chosen, compared, second, suboptimal, mapq, proper)
-    mapped, traced = extender.primaries(scored, chosen, compared)
+    mapped, traced, alternatives = extender.primaries(scored, chosen, compared, alternative_windows(extender, scored, chosen, compared, records))
     if records.supplementary and rescuer is not None:
         scored = with_part_windows(extender, rescuer, scored, mapped, traced)
-    others = other_alignments(extender, scored, chosen, compared, second, traced, mapped, records)
+    others = other_alignments(extender, scored, chosen, second, traced, mapped, records, alternatives)
     alignments = extender.alignments(scored, chosen, compared, others.second, suboptimal, mapq, proper, (mapped, traced))
     if extender.chunk.paired:
         alignments.alternatives = alternatives_of(others)
@@ -172,54 +172,72 @@ def candidates(scored: Scored, chosen: np.ndarray, reportable: np.ndarray) -> np
     return leaders[np.lexsort((reverse[leaders], windows.start[leaders], -scored.score[leaders].astype(np.int64), read[leaders]))]
 
 
-def other_alignments(extender, scored: Scored, chosen: np.ndarray, compared: np.ndarray, second: np.ndarray,
-                     primary: Traced, mapped: np.ndarray, options: RecordOptions) -> Others:
+def _reportable(extender: Extender, scored: Scored) -> np.ndarray:
+    """Windows whose score (plus both clip bonuses, an upper bound of AS) reaches the minimum."""
+    windows = scored.windows
+    if len(windows) == 0:
+        return np.zeros(0, dtype=bool)
+    bonus = 2 * extender.scoring.clip_bonus
+    return (scored.score + bonus > 0) & (scored.score + bonus >= extender.minimum()[windows.read])
+
+
+def alternative_windows(extender: Extender, scored: Scored, chosen: np.ndarray, compared: np.ndarray, options: RecordOptions) -> np.ndarray:
+    """The windows to trace for XA or secondary records, chosen before any traceback (so they are
+    traced in the primaries' launch): each read's other alignments scoring at least XA_RATIO of
+    the score its primary was chosen by, all of them when there are at most
+    ``max_alternatives`` (else none), or the first ``secondary``."""
+    if not (options.max_alternatives or options.secondary) or len(scored.windows) == 0:
+        return np.zeros(0, dtype=np.int64)
+    near = _reportable(extender, scored) & (scored.score >= XA_RATIO * compared[scored.windows.read])
+    found = candidates(scored, np.where(extender.candidates_mask(chosen, compared), chosen, -1), near)
+    read = scored.windows.read[found]
+    if options.secondary:
+        return found[run_ranks(read) < options.secondary]
+    return found[np.bincount(read, minlength=extender.count)[read] <= options.max_alternatives]
+
+
+def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.ndarray, primary: Traced, mapped: np.ndarray,
+                     options: RecordOptions, alternatives: Traced) -> Others:
     """The alternatives and split parts of a chunk's mapped reads (see the module docstring).
-    ``chosen``/``compared``/``second``: each read's primary window, the score it was chosen by
-    and its second-best score; ``primary``: the mapped reads' primaries traced (in read order)."""
+    ``chosen``/``second``: each read's primary window and its second-best score; ``primary``:
+    the mapped reads' primaries traced (in read order); ``alternatives``: the windows of
+    :func:`alternative_windows`, traced. Split candidates, for reads whose primary leaves a
+    part clipped (few), are traced here."""
     count, lengths, scoring = extender.count, extender.lengths, extender.scoring
     windows = scored.windows
     minimum = extender.minimum()
-    bonus = 2 * scoring.clip_bonus
     start = np.zeros(count, dtype=np.int64)
     end = np.zeros(count, dtype=np.int64)
     primary_reverse = windows.reverse[primary.window] if len(windows) else np.zeros(0, bool)
     start[mapped], end[mapped] = forward_interval(primary.read_start, primary.read_end, primary_reverse, lengths[mapped])
+    alternatives = alternatives.subset(mapped[windows.read[alternatives.window]]) if len(alternatives.window) else alternatives
     clipped = options.supplementary & ((lengths - (end - start)) * scoring.match >= minimum)
-    # Only windows that can matter are clustered and sorted (all of a chunk's took a fifth of a
-    # GPU run's time): those near enough the primary to be an alternative, and every window of
-    # a read whose primary leaves a part clipped (a split part, or the rivals of one).
-    relevant = (scored.score + bonus > 0) & (scored.score + bonus >= minimum[windows.read]) if len(windows) else np.zeros(0, bool)
-    if len(windows):
-        relevant &= (scored.score >= XA_RATIO * compared[windows.read]) | clipped[windows.read]
-    chosen = np.where(mapped, chosen, -1)
-    found = candidates(scored, chosen, relevant)
-    read = windows.read[found]
-    alternative = scored.score[found] >= XA_RATIO * compared[read]
-    alternatives = np.bincount(read[alternative], minlength=count)
-    alternative_rank = np.zeros(len(found), dtype=np.int64)
-    alternative_rank[alternative] = run_ranks(read[alternative])
-    if options.secondary:
-        wanted = alternative & (alternative_rank < options.secondary)
-    else:
-        wanted = alternative & (alternatives[read] <= options.max_alternatives)
-    if options.supplementary:
-        # Where each other alignment lies on the read, before tracing: it ends at its window's
+    found = np.zeros(0, dtype=np.int64)
+    split_candidates = found
+    if clipped.any():
+        # Every window of a read whose primary leaves a part clipped (its split part and the
+        # rivals of one). Where each lies on the read, before tracing: it ends at its window's
         # read end and spans at least score / match bases. Those clear of the primary there,
         # best first, are traced for the split (a part in a repeat has many copies that
         # overlap the primary: ranking all of them would crowd the other part out).
+        found = candidates(scored, np.where(mapped, chosen, -1), _reportable(extender, scored) & clipped[windows.read])
+        read = windows.read[found]
         found_end = scored.read_end[found].astype(np.int64)
-        found_start = found_end - np.maximum(scored.score[found].astype(np.int64) + bonus, 1) // scoring.match
+        found_start = found_end - np.maximum(scored.score[found].astype(np.int64) + 2 * scoring.clip_bonus, 1) // scoring.match
         near_start, near_end = forward_interval(found_start, found_end, windows.reverse[found], lengths[read])
-        clear = clipped[read] & ~overlapping(near_start, near_end, start[read], end[read])
+        clear = ~overlapping(near_start, near_end, start[read], end[read])
         clear_rank = np.zeros(len(found), dtype=np.int64)
         clear_rank[clear] = run_ranks(read[clear])
-        wanted |= clear & (clear_rank < SPLIT_CANDIDATES)
-    traced = extender.trace(windows, found[wanted])
+        split_candidates = found[clear & (clear_rank < SPLIT_CANDIDATES) & ~np.isin(found, alternatives.window)]
+    traced = join_traced(alternatives, extender.trace(windows, split_candidates))
+    alternative = np.arange(len(traced.window)) < len(alternatives.window)
+    window = traced.window
+    order = np.lexsort((windows.reverse[window], windows.start[window], -scored.score[window].astype(np.int64), windows.read[window]))
+    traced, alternative = traced.subset(order), alternative[order]
     read = windows.read[traced.window]
     reverse = windows.reverse[traced.window]
     good = (traced.score > 0) & (traced.score >= minimum[read])
-    traced, read, reverse, alternative = traced.subset(good), read[good], reverse[good], alternative[wanted][good]
+    traced, read, reverse, alternative = traced.subset(good), read[good], reverse[good], alternative[good]
     other_start, other_end = forward_interval(traced.read_start, traced.read_end, reverse, lengths[read])
     with_primary = overlapping(other_start, other_end, start[read], end[read])
     role = np.full(len(read), -1, dtype=np.int64)
@@ -243,6 +261,15 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, compared: np.
         mapq[split] = _split_mapq(scored, traced, read, split, other_start, other_end, lengths, scoring)
     kept = role >= 0
     return Others(read[kept], role[kept], reverse[kept], traced.subset(kept), mapq[kept], fixed_second)
+
+
+def join_traced(first: Traced, second: Traced) -> Traced:
+    """The rows of ``first`` then those of ``second``."""
+    def joined(name):
+        return np.concatenate((getattr(first, name), getattr(second, name)))
+
+    return Traced(*(joined(name) for name in ("window", "score", "read_start", "read_end", "contig", "position", "cigar_ops")),
+                  np.concatenate((first.cigar_starts, second.cigar_starts + len(first.cigar_ops))), joined("cigar_lengths"))
 
 
 def _split_mapq(scored: Scored, traced: Traced, read, split, start, end, lengths, scoring) -> np.ndarray:
