@@ -77,6 +77,7 @@ def run_align(options: AlignOptions) -> dict:
         verification.result()  # standard output shows what is written at once: nothing before the checks
     writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
     bar = Progress(options.reads, options.progress)
+    model = _ModelHolder(options.insert_size)
     success = False
     try:
         device_infos = parse_device_spec(options.devices, list_devices())
@@ -109,12 +110,11 @@ def run_align(options: AlignOptions) -> dict:
         totals = {"reads": 0, "mapped": 0, "proper": 0, "several": 0}
         first_written: list[float] = []  # seconds from the start to the first chunk's SAM
         mapping_started = time.perf_counter()
-        model = _ModelHolder(options.insert_size)
 
         def write(result):
             text, reads, mapped, proper, observations, several = result
-            if observations is not None:  # the paired model's sample: nothing to write
-                model.estimate(*observations)
+            if observations is not None:  # a chunk of the paired model's sample: nothing to write
+                model.observe(*observations)
                 return
             if not totals["reads"]:
                 first_written.append(time.perf_counter() - started)
@@ -198,15 +198,26 @@ def run_align(options: AlignOptions) -> dict:
 
 class _ModelHolder:
     """The run's insert-size model: given, or estimated in the writer from the sample's result
-    while the reader waits for it (see :func:`paired_chunks`)."""
+    (``sample_chunks`` chunks, observed in order) while the reader waits for it (see
+    :func:`paired_chunks`)."""
 
     def __init__(self, model):
         self.model = model
         self.sample_pairs = 0
+        self.sample_chunks = 0
+        self._observed: list[tuple] = []
         self.ready = threading.Event()
         self.stop = threading.Event()
         if model is not None:
             self.ready.set()
+
+    def observe(self, orientation, distance) -> None:
+        """One sample chunk's observations; the model once the last has come."""
+        self._observed.append((orientation, distance))
+        if len(self._observed) == self.sample_chunks:
+            import numpy as np
+
+            self.estimate(*(np.concatenate(parts) for parts in zip(*self._observed)))
 
     def estimate(self, orientation, distance) -> None:
         from bowmap.align.pairs import estimate_model
@@ -225,16 +236,18 @@ class _ModelHolder:
 
 def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHolder):
     """Chunks of whole pairs, each carrying the insert-size model. Without a given model, the
-    first item is the model's sample (the first SAMPLE_PAIRS pairs, number 0, no model): the
-    pipeline maps it, the writer estimates the model from it, and only then do the chunks
-    follow (numbered from 1), so every chunk is paired under one model whatever the threads,
-    processes or chunk size. The chunks read for the sample are held, not read again: stdin
-    works too."""
+    first items are the model's sample (the first SAMPLE_PAIRS pairs, in chunks of
+    ``options.chunk_bases`` as any others, so that their buffers are no larger: numbers 0 ..
+    k - 1, no model): the pipeline maps them, the writer estimates the model from them (each
+    pair's observation is its own, so one chunk or several give the same), and only then do
+    the chunks follow (numbered from k), so every chunk is paired under one model whatever the
+    threads, processes or chunk size. The chunks read for the sample are held, not read again:
+    stdin works too."""
     import dataclasses
 
     from bowmap.align.pairs import SAMPLE_PAIRS
     from bowmap.align.reads import record_window
-    from bowmap.align.reads.chunk import Batch, ReadChunk, concatenate_batches, slice_batch
+    from bowmap.align.reads.chunk import Batch, Chunker, concatenate_batches, slice_batch
     from bowmap.align.reads.pairs import paired_ranges, read_pairs
 
     # Byte ranges of both files that the workers read and parse, or chunks parsed here.
@@ -253,10 +266,13 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
             batch = concatenate_batches([Batch(c.names, c.name_offsets, c.codes, c.offsets, c.qualities) for c in held])
             batch = slice_batch(batch, 0, min(batch.count, 2 * SAMPLE_PAIRS))
             model.sample_pairs = batch.count // 2
-            yield ReadChunk(0, 0, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities, paired=True)
+            chunker = Chunker(options.chunk_bases, unit=2)
+            sample = [*chunker.add(batch), *chunker.finish()]
+            model.sample_chunks = len(sample)
+            yield from sample
             if model.wait() is None:
                 return
-            shift = 1
+            shift = len(sample)
         if ranges is not None:
             held = []  # the ranges hold these pairs too
     # --skip/--upto cut the pairs after the sample is taken: every part of an input is paired
