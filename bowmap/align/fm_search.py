@@ -242,7 +242,10 @@ class FMSearch:
         while len(self._block_results) < len(blocks):
             self._block_results.append(ReusedBuffer(self.device.context, cl.mem_flags.READ_WRITE))
         results = [staging.at_least(3 * 4 * 2 * half) for staging in self._block_results[: len(blocks)]]
-        for block, block_results in zip(blocks, results):
+        # Last block first: seed_hits then locates first to last, so where blocks are streamed
+        # through a few device slots (bowmap.align.residency) each sweep begins with the blocks
+        # the one before ended on, still resident. The results do not depend on the order.
+        for block, block_results in reversed(list(zip(blocks, results))):
             self.last_kernel_event = self._seed_search(
                 self.queue, self._global_size(2 * half), (self._group,),
                 block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,

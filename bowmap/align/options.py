@@ -42,7 +42,8 @@ class AlignOptions:
     min_score: int | None = None  # None: see minimum_scores
     write_unaligned: bool = True
     read_group: tuple[str, list[str]] | None = None
-    chunk_bases: int = 4 << 20
+    chunk_bases: int | None = None  # None: 4 Mi, more when blocks are streamed (see residency.plan_memory)
+    device_memory: int | None = None  # bytes bowmap may use of each device (--device-mem); None: all of it
     skip: int = 0  # records (pairs for paired input) left out at the start: --skip
     upto: int | None = None  # records mapped after those skipped; None: to the end (--upto)
     serial: bool = False  # debugging: no threads, one device queue

@@ -10,6 +10,7 @@ Per chunk (plain functions, so the serial runner and the threads share them):
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import os
@@ -18,7 +19,6 @@ import time
 
 from bowmap.align.options import AlignOptions
 from bowmap.align.workers import MOST_WORKERS_PER_CORE, ProcessWorker, capped_processes, default_processes, device_workers
-from bowmap.runtime.errors import BowmapError
 
 log = logging.getLogger("bowmap.align")
 
@@ -60,9 +60,17 @@ def run_align(options: AlignOptions) -> dict:
         record_window,
     )
     from bowmap.align.reference import ReferenceText, sam_header
+    from bowmap.align.residency import (
+        DEFAULT_CHUNK_BASES,
+        block_device_bytes,
+        plan_memory,
+        processes_a_device,
+        text_device_bytes,
+    )
     from bowmap.align.smith_waterman import Scoring
     from bowmap.index.load import load_index, verify_index
-    from bowmap.runtime.devices import context_for, list_devices, parse_device_spec
+    from bowmap.index_builder.memory import available_memory
+    from bowmap.runtime.devices import context_for, format_memory, list_devices, parse_device_spec
     from bowmap.runtime.output import SamWriter
 
     started = time.perf_counter()
@@ -77,44 +85,50 @@ def run_align(options: AlignOptions) -> dict:
         verification.result()  # standard output shows what is written at once: nothing before the checks
     writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
     bar = Progress(options.reads, options.progress)
+    model = _ModelHolder(options.insert_size)
     success = False
     try:
         device_infos = parse_device_spec(options.devices, list_devices())
         if options.serial:
             device_infos = device_infos[:1]
-        needed = sum(block.occ.nbytes + block.marks.nbytes + block.samples.nbytes for block in index.blocks)
-        needed += index.packed.nbytes + (-(-index.total_length // 8) if len(index.ambiguous_starts) else 0)  # PackedText
-        for info in device_infos:
-            if needed > info.global_memory:
-                raise BowmapError(
-                    f"{options.index}: its {len(index.blocks)} blocks and packed text need {needed} bytes together but "
-                    f"{info.name} has {info.global_memory}; mapping block by block is not "
-                    "implemented yet: rebuild the index with a larger --device-mem"
-                )
-        bound = chunk_bound(options.reads, options.chunk_bases // (2 if options.mates else 1))
-        processes = 1 if options.serial else options.processes or default_processes(device_infos, needed, bound)
+        # What bowmap may use of each device (--device-mem caps it): the processes' share and
+        # the blocks' residency are planned within it.
+        capped_infos = [
+            dataclasses.replace(info, global_memory=min(info.global_memory, options.device_memory or info.global_memory))
+            for info in device_infos
+        ]
+        needed = sum(block_device_bytes(block) for block in index.blocks) + text_device_bytes(index)
+        bound = chunk_bound(options.reads, (options.chunk_bases or DEFAULT_CHUNK_BASES) // (2 if options.mates else 1))
+        processes = 1 if options.serial else options.processes or default_processes(capped_infos, needed, bound)
         if not options.serial and options.processes and (processes := capped_processes(options.processes, bound)) < options.processes:
             log.info("-p %d: %d worker process(es), at most %d a CPU core and one a chunk of the input (%s)", options.processes,
                      processes, MOST_WORKERS_PER_CORE, "unknown" if bound is None else f"at most {bound}")
+        plan = plan_memory(
+            index, [info.global_memory // processes_a_device(processes, len(device_infos)) for info in capped_infos],
+            options.chunk_bases, 1 if options.serial else options.queues_per_device, 2 if processes == 1 else 1, available_memory(),
+            # chunks a streamed run holds at once: run_processes' or run_threaded's (queue_size=1) bound
+            processes * 4 if processes > 1 else 3 + 2 * (options.queues_per_device or 1),
+        )
+        options = dataclasses.replace(options, chunk_bases=plan.chunk_bases, queues_per_device=plan.queue_pairs)
+        if plan.streamed:
+            log.info("%s", plan.describe([info.name for info in device_infos]))
         workers = []
         if processes == 1:
             reference_text = ReferenceText.from_index(index)
-            queues = 1 if options.serial else options.queues_per_device or 2
-            for info in device_infos:
-                workers += device_workers(index, reference_text, context_for(info.index), queues, options, scoring)
+            for info, slots in zip(device_infos, plan.slots):
+                workers += device_workers(index, reference_text, context_for(info.index), plan.queue_pairs, options, scoring, slots)
             layout = f"{len(workers)} worker queue pair(s)"
         else:
-            layout = f"{processes} worker processes, {options.queues_per_device or 1} queue pair(s) each"
+            layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
         totals = {"reads": 0, "mapped": 0, "proper": 0, "several": 0}
         first_written: list[float] = []  # seconds from the start to the first chunk's SAM
         mapping_started = time.perf_counter()
-        model = _ModelHolder(options.insert_size)
 
         def write(result):
             text, reads, mapped, proper, observations, several = result
-            if observations is not None:  # the paired model's sample: nothing to write
-                model.estimate(*observations)
+            if observations is not None:  # a chunk of the paired model's sample: nothing to write
+                model.observe(*observations)
                 return
             if not totals["reads"]:
                 first_written.append(time.perf_counter() - started)
@@ -144,10 +158,11 @@ def run_align(options: AlignOptions) -> dict:
                 worker = workers[0]
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
-                starter = ProcessWorker(options, scoring, device_infos, options.queues_per_device or 1, index.identity)
+                starter = ProcessWorker(options, scoring, device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None)
                 run_processes(chunks, starter, write, processes)
             else:
-                run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write)
+                # Streamed, chunks are large: one queued between stages, not four, bounds the host memory.
+                run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write, queue_size=1 if plan.streamed else 4)
         except RangeInputError as error:
             if options.paired:
                 from bowmap.align.reads.pairs import first_pair_error
@@ -161,6 +176,12 @@ def run_align(options: AlignOptions) -> dict:
         writer.close(success)
     elapsed = time.perf_counter() - started
     reads = totals["reads"]
+    residencies = {id(worker.residency): worker.residency for worker in workers if worker.residency is not None}
+    if residencies:  # one process: the block uploads of its devices
+        uploads = sum(residency.uploads for residency in residencies.values())
+        log.info("block by block: %d block uploads, %s, %.2f s", uploads,
+                 format_memory(sum(residency.uploaded_bytes for residency in residencies.values())),
+                 sum(residency.upload_seconds for residency in residencies.values()))
     summary = {
         "reads": reads,
         "mapped": totals["mapped"],
@@ -198,15 +219,26 @@ def run_align(options: AlignOptions) -> dict:
 
 class _ModelHolder:
     """The run's insert-size model: given, or estimated in the writer from the sample's result
-    while the reader waits for it (see :func:`paired_chunks`)."""
+    (``sample_chunks`` chunks, observed in order) while the reader waits for it (see
+    :func:`paired_chunks`)."""
 
     def __init__(self, model):
         self.model = model
         self.sample_pairs = 0
+        self.sample_chunks = 0
+        self._observed: list[tuple] = []
         self.ready = threading.Event()
         self.stop = threading.Event()
         if model is not None:
             self.ready.set()
+
+    def observe(self, orientation, distance) -> None:
+        """One sample chunk's observations; the model once the last has come."""
+        self._observed.append((orientation, distance))
+        if len(self._observed) == self.sample_chunks:
+            import numpy as np
+
+            self.estimate(*(np.concatenate(parts) for parts in zip(*self._observed)))
 
     def estimate(self, orientation, distance) -> None:
         from bowmap.align.pairs import estimate_model
@@ -225,16 +257,18 @@ class _ModelHolder:
 
 def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHolder):
     """Chunks of whole pairs, each carrying the insert-size model. Without a given model, the
-    first item is the model's sample (the first SAMPLE_PAIRS pairs, number 0, no model): the
-    pipeline maps it, the writer estimates the model from it, and only then do the chunks
-    follow (numbered from 1), so every chunk is paired under one model whatever the threads,
-    processes or chunk size. The chunks read for the sample are held, not read again: stdin
-    works too."""
+    first items are the model's sample (the first SAMPLE_PAIRS pairs, in chunks of
+    ``options.chunk_bases`` as any others, so that their buffers are no larger: numbers 0 ..
+    k - 1, no model): the pipeline maps them, the writer estimates the model from them (each
+    pair's observation is its own, so one chunk or several give the same), and only then do
+    the chunks follow (numbered from k), so every chunk is paired under one model whatever the
+    threads, processes or chunk size. The chunks read for the sample are held, not read again:
+    stdin works too."""
     import dataclasses
 
     from bowmap.align.pairs import SAMPLE_PAIRS
     from bowmap.align.reads import record_window
-    from bowmap.align.reads.chunk import Batch, ReadChunk, concatenate_batches, slice_batch
+    from bowmap.align.reads.chunk import Batch, Chunker, concatenate_batches, slice_batch
     from bowmap.align.reads.pairs import paired_ranges, read_pairs
 
     # Byte ranges of both files that the workers read and parse, or chunks parsed here.
@@ -253,10 +287,13 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
             batch = concatenate_batches([Batch(c.names, c.name_offsets, c.codes, c.offsets, c.qualities) for c in held])
             batch = slice_batch(batch, 0, min(batch.count, 2 * SAMPLE_PAIRS))
             model.sample_pairs = batch.count // 2
-            yield ReadChunk(0, 0, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities, paired=True)
+            chunker = Chunker(options.chunk_bases, unit=2)
+            sample = [*chunker.add(batch), *chunker.finish()]
+            model.sample_chunks = len(sample)
+            yield from sample
             if model.wait() is None:
                 return
-            shift = 1
+            shift = len(sample)
         if ranges is not None:
             held = []  # the ranges hold these pairs too
     # --skip/--upto cut the pairs after the sample is taken: every part of an input is paired

@@ -13,7 +13,7 @@ from bowmap.align.records import chunk_alignments, extend_chunk
 class DeviceWorker:
     """One device command queue's kernels and buffers: used by one thread at a time."""
 
-    def __init__(self, index, reference_text, device, device_blocks, device_text, options: AlignOptions, scoring):
+    def __init__(self, index, reference_text, device, device_blocks, device_text, options: AlignOptions, scoring, residency=None):
         from bowmap.align.fm_search import FMSearch
         from bowmap.align.smith_waterman import SmithWaterman
         from bowmap.align.windows import SeedFilter
@@ -22,13 +22,22 @@ class DeviceWorker:
         self.reference_text = reference_text
         self.options = options
         self.scoring = scoring
+        self.residency = residency
+
+        def searcher(queue):  # streamed blocks (residency, device_blocks its StreamedBlocks) are read in its sessions
+            if residency is None:
+                return FMSearch(device, queue)
+            from bowmap.align.residency import StreamingSearch
+
+            return StreamingSearch(device, queue, residency)
+
         # The seed and the Smith-Waterman stages run in different threads: a queue each, so
         # neither waits behind the other's kernels.
-        self.seed_filter = SeedFilter(index, device_blocks, FMSearch(device, device.queue()), options.seed)
+        self.seed_filter = SeedFilter(index, device_blocks, searcher(device.queue()), options.seed)
         extend_queue = device.queue()
         self.smith_waterman = SmithWaterman(device, scoring, extend_queue)
         # The rescue seeds on the extend stage's queue: the two stages may run in two threads.
-        self.rescue_filter = SeedFilter(index, device_blocks, FMSearch(device, extend_queue), options.seed)
+        self.rescue_filter = SeedFilter(index, device_blocks, searcher(extend_queue), options.seed)
         self.device_text = device_text  # the packed reference on the device: windows are read there
 
     def seed(self, chunk):
@@ -77,14 +86,17 @@ class ProcessWorker:
     chunks mapped one after the other; more: in threads, as in one process); the index files
     are mapped, not read, so the processes share their pages (the parent checked them already).
     ``identity`` (:class:`bowmap.index.load.IndexIdentity`) is the index the parent checked: the
-    worker maps exactly those files or fails (an index rebuilt at the prefix during the run)."""
+    worker maps exactly those files or fails (an index rebuilt at the prefix during the run).
+    ``slots``: per device, the blocks a process keeps resident there (see device_workers; None:
+    all of them)."""
 
-    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int, identity=None):
+    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int, identity=None, slots: tuple[int, ...] | None = None):
         self.options = options
         self.scoring = scoring
         self.devices = devices
         self.queues = queues
         self.identity = identity
+        self.slots = slots
 
     def __call__(self, rank: int):
         from bowmap.align.pipeline import start_gate
@@ -95,18 +107,28 @@ class ProcessWorker:
         index = load_index(self.options.index, verify=False, identity=self.identity)
         with start_gate():
             device = context_for_info(self.devices[rank % len(self.devices)])
-        workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)
+        slots = None if self.slots is None else self.slots[rank % len(self.devices)]
+        workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring, slots)
         return [[worker.seed for worker in workers], [worker.extend for worker in workers]]
 
 
-def device_workers(index, reference_text, device, queues: int, options: AlignOptions, scoring) -> list[DeviceWorker]:
-    """``queues`` workers on one device, sharing its copy of the index blocks and packed text."""
+def device_workers(index, reference_text, device, queues: int, options: AlignOptions, scoring, slots: int | None = None) -> list[DeviceWorker]:
+    """``queues`` workers on one device, sharing its copy of the index blocks and packed text:
+    every block uploaded once, or with ``slots`` less than the blocks, the blocks streamed
+    through that many slots (:class:`bowmap.align.residency.BlockResidency`)."""
     from bowmap.align.fm_search import DeviceBlock
     from bowmap.align.smith_waterman import PackedText
 
-    blocks = [DeviceBlock(device, block) for block in index.blocks]
+    residency = None
+    if slots is not None and slots < len(index.blocks):
+        from bowmap.align.residency import BlockResidency
+
+        residency = BlockResidency(device, index.blocks, slots)
+        blocks = residency.blocks
+    else:
+        blocks = [DeviceBlock(device, block) for block in index.blocks]
     text = PackedText.from_index(device, index)
-    return [DeviceWorker(index, reference_text, device, blocks, text, options, scoring) for _ in range(queues)]
+    return [DeviceWorker(index, reference_text, device, blocks, text, options, scoring, residency) for _ in range(queues)]
 
 
 # Device memory a worker process needs beside its copy of the index: its context, the

@@ -78,7 +78,14 @@ def add_parser(subparsers):
         help="map N reads (pairs) after those skipped, then stop, as bowtie2's -u (default: to the end). "
         "Jobs mapping --skip K*N --upto N for K = 0, 1, ... give together the records of one whole run",
     )
-    parser.add_argument("--chunk-bases", type=integer(1, 1 << 30), default=4 << 20, metavar="N", help="bases of reads per chunk (default 4 Mi)")
+    parser.add_argument("--chunk-bases", type=integer(1, 1 << 30), metavar="N",
+                        help="bases of reads per chunk (default 4 Mi; mapping block by block, as many as the memory allows, up to 256 Mi)")
+    parser.add_argument(
+        "--device-mem", metavar="SIZE",
+        help="most memory to use of each device, e.g. 16G (default: all of it); when the index's blocks, "
+        "the packed reference and the chunks' buffers do not fit, the blocks are streamed through the "
+        "device (same output, slower)",
+    )
     parser.add_argument("--serial", action="store_true", help="debugging: no threads, one device queue")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
     return run
@@ -89,9 +96,11 @@ def run(args) -> int:
     from bowmap.align.run import run_align
     from bowmap.align.seeds import SeedOptions
     from bowmap.align.smith_waterman import Scoring
+    from bowmap.runtime.devices import parse_memory
     from bowmap.runtime.output import refuse_inputs, sam_output_format
 
     output_format = sam_output_format(args.output, args.output_fmt)
+    device_memory = None if args.device_mem is None else parse_memory(args.device_mem)
     _check_index_prefix(args.index)
     reads_files = [("the reads file", args.reads)] + ([("the mates' reads file", args.mates)] if args.mates else [])
     refuse_inputs({"-o": args.output}, [*reads_files, *_index_files(args.index)])
@@ -132,6 +141,7 @@ def run(args) -> int:
         write_unaligned=not args.no_unal,
         read_group=read_group,
         chunk_bases=args.chunk_bases,
+        device_memory=device_memory,
         skip=args.skip,
         upto=args.upto,
         serial=args.serial,
