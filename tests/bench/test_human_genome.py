@@ -4,24 +4,18 @@ match the FASTA; repeat copies resemble their consensus at the stated divergence
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.bench.conftest import load_bench
 
 
 @pytest.fixture(scope="module")
 def human_genome():
-    spec = importlib.util.spec_from_file_location("human_genome", BENCH / "human_genome.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["human_genome"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("human_genome")
 
 
 def _parameters(module, seed=7):

@@ -3,23 +3,16 @@ last row of an id wins), and the pairs' copies keeping each mate's /1 or /2 last
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.bench.conftest import load_bench
 
 
 @pytest.fixture(scope="module")
 def human_scale():
-    spec = importlib.util.spec_from_file_location("human_scale", BENCH / "human_scale.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["human_scale"] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("human_scale")
 
 
 def _align_row(row_id, steady, blocks=1, mode="single", proper=None):
