@@ -27,7 +27,6 @@ shorter interval.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,11 +73,9 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, op
 
 def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, second, suboptimal, mapq=None, proper=None, rescuer=None):
     """:meth:`Extender.alignments` of the windows ``chosen`` with the records the options ask
-    for beyond them: XA, and (single-end chunks) supplementary and secondary rows. Paired
-    chunks keep one row a read (the pair's fields are made for that): XA only, for now."""
+    for beyond them: XA, supplementary and secondary rows (for pairs, each mate's own, carrying
+    the pair's fields from the mate's primary: see sam._mate_fields)."""
     records = extender.options.records
-    if extender.chunk.paired:
-        records = dataclasses.replace(records, secondary=0, supplementary=False)
     if not (records.max_alternatives or records.secondary or records.supplementary):
         return extender.alignments(scored, chosen, compared, second, suboptimal, mapq, proper)
     mapped, traced, alternatives = extender.primaries(scored, chosen, compared, alternative_windows(extender, scored, chosen, compared, records))
@@ -86,9 +83,6 @@ def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, secon
         scored = with_part_windows(extender, rescuer, scored, mapped, traced)
     others = other_alignments(extender, scored, chosen, second, traced, mapped, records, alternatives)
     alignments = extender.alignments(scored, chosen, compared, others.second, suboptimal, mapq, proper, (mapped, traced))
-    if extender.chunk.paired:
-        alignments.alternatives = alternatives_of(others)
-        return alignments
     return with_other_records(alignments, others, records)
 
 
@@ -322,7 +316,7 @@ def with_other_records(primary, others: Others, options: RecordOptions):
         supplementary=np.concatenate((np.zeros(count, dtype=bool), split & (not options.split_as_secondary)))[order],
         hard_clipped=np.concatenate((np.zeros(count, dtype=bool), split & options.hard_clip_supplementary))[order],
         read_index=read_index[order],
-        proper=primary.proper,
+        proper=None if primary.proper is None else primary.proper[read_index[order]],  # a row's read's
     )
     # SA partners: a read's primary and its supplementary, rows next to each other.
     position_of = np.empty(len(order), dtype=np.int64)

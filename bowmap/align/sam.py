@@ -423,15 +423,16 @@ FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE, FLAG_FIRST, FLA
 
 
 def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, rname_table):
-    """The pair fields of paired rows (rows 2j and 2j + 1 of the batch are the mates of a pair,
-    R1 first): FLAG bits 0x1 0x2 0x8 0x20 0x40 0x80; an unmapped mate placed at its mate's
+    """The pair fields of paired rows (reads 2j and 2j + 1 are the mates of a pair, R1 first; the
+    batch holds every row of its pairs, each read's primary first), each row's from its mate's
+    primary row: FLAG bits 0x1 0x2 0x8 0x20 0x40 0x80; an unmapped mate placed at its mate's
     RNAME and POS (as the SAM specification recommends; its own strand and SEQ kept, as samtools
     fixmate does); RNEXT (``=`` on the same reference), PNEXT; TLEN from the leftmost to the
     rightmost mapped base of the two, positive on the leftmost mate (R1 when both start
     together), 0 unless both map to one reference; MC and MQ, the mate's CIGAR and MAPQ, where
     the mate is mapped. Returns flag, contig, position, the RNEXT/PNEXT/TLEN blocks and tags."""
     count = len(rows)
-    mate = np.arange(count) ^ 1
+    mate = np.searchsorted(reads, reads ^ 1, side="left")  # the mate's primary row
     mate_mapped = mapped[mate]
     proper = alignments.proper[rows] if alignments.proper is not None else np.zeros(count, dtype=bool)
     flag = flag | FLAG_PAIRED | np.where(reads % 2 == 0, FLAG_FIRST, FLAG_SECOND) | np.where(proper & mapped & mate_mapped, FLAG_PROPER, 0)
@@ -500,12 +501,14 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
     if alignments.secondary is not None:  # secondary records: MAPQ 0 (a split part marked so keeps its own)
         split = alignments.partner >= 0 if alignments.partner is not None else np.zeros(rows_total, dtype=bool)
         mapq = np.where(alignments.secondary & ~split, 0, mapq).astype(np.uint8)
-    if chunk.paired and alignments.read_index is not None:
-        raise ValueError("paired chunks take one row a read")
+    if chunk.paired and (np.bincount(read_index // 2, minlength=chunk.count // 2) < 2).any():
+        raise ValueError("paired chunks need a row for each mate")
     if write_unaligned:
         rows = np.arange(rows_total, dtype=np.int64)
     elif chunk.paired:  # --no-unal leaves out only pairs with both mates unmapped
-        rows = np.flatnonzero(np.repeat(alignments.mapped[0::2] | alignments.mapped[1::2], 2))
+        pair_mapped = np.zeros(chunk.count // 2, dtype=bool)
+        pair_mapped[read_index[alignments.mapped] // 2] = True
+        rows = np.flatnonzero(pair_mapped[read_index // 2])
     else:
         rows = np.flatnonzero(alignments.mapped)
     if len(rows) == 0:
@@ -526,15 +529,16 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
     pieces = []
     start = 0
     lookahead = 4096
+    unit = read_index // 2 if chunk.paired else read_index
     while start < len(rows):
         # The longest batch whose rows x widest line stays under the budget (at least one row).
         widest = np.maximum.accumulate(width[start : start + lookahead])
         size = max(1, int(np.searchsorted(widest * np.arange(1, len(widest) + 1), _BATCH_BYTES, side="right")))
-        # Never split a read's rows: the batch ends where a read ends.
-        end = start + size + (size % 2 if chunk.paired else 0)  # a pair's two rows in one batch
-        if end < len(rows) and not chunk.paired:
-            end = int(np.searchsorted(read_index[rows], read_index[rows[end]], side="left"))
-            end = end if end > start else int(np.searchsorted(read_index[rows], read_index[rows[start]], side="right"))
+        # Never split a read's rows (a pair's, for pairs): the batch ends where one ends.
+        end = start + size
+        if end < len(rows):
+            end = int(np.searchsorted(unit[rows], unit[rows[end]], side="left"))
+            end = end if end > start else int(np.searchsorted(unit[rows], unit[rows[start]], side="right"))
         pieces.append(_format_rows(chunk, alignments, rows[start:end], context))
         lookahead = max(4096, 2 * (end - start))
         start = end

@@ -67,8 +67,9 @@ class DeviceWorker:
             if chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
                 return b"", 0, 0, 0, sample_observations(scored, extender), 0
             scored, choice = choose_pairs(scored, extender, chunk.insert_model, self.options.unpaired_penalty)
-            alignments = chunk_alignments(extender, scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq, choice.proper)
-            proper = int(alignments.proper.sum())
+            alignments = chunk_alignments(extender, scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq,
+                                          choice.proper, rescuer=self.rescue_filter)
+            proper = int(alignments.proper[alignments.primary_rows()].sum())
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
         from bowmap.align.mapq import NO_SCORE

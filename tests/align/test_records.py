@@ -254,3 +254,61 @@ def test_a_split_read_whose_longer_part_is_a_repeat_finds_its_other_part(tmp_pat
     assert primary.cigarstring == "90M60S" and primary.mapping_quality == 0
     assert supplementary.is_supplementary and supplementary.reference_name == "chrB"
     assert (supplementary.reference_start, supplementary.cigarstring) == (b_start, "90S60M")
+
+
+def test_a_split_mate_gets_its_supplementary_with_the_pair_fields(genome, tmp_path):
+    """Pairs: R1 a chimera (90 bases of chrA, 60 of chrB reversed), R2 from chrA 300 bases on,
+    reverse strand: R1's primary pairs with R2, its supplementary carries SA and the pair's
+    fields from R2's primary (as bwa mem writes it); samtools takes the file whole."""
+    a = genome.a
+    split, a_start, b_start = chimera(a, 2000, 90, genome.b, 3000, 60, True)
+    second = reverse_complement(a[a_start + 250 : a_start + 400])
+    for mate, sequence in ((1, split), (2, second)):
+        reads_file(tmp_path / f"r{mate}.fq", {f"pair/{mate}": sequence})
+    out = tmp_path / "out.sam"
+    assert main(["-q", "align", str(genome.prefix), str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq"), "-o", str(out), "--devices", "cpu",
+                 "--insert-size", "400,50"]) == 0
+    primary, supplementary, mate = pysam.AlignmentFile(str(out))
+    assert (primary.is_read1, supplementary.is_read1, mate.is_read2) == (True, True, True)
+    assert primary.cigarstring == "90M60S" and primary.reference_start == a_start and primary.is_proper_pair
+    assert supplementary.is_supplementary and supplementary.reference_name == "chrB" and supplementary.reference_start == b_start
+    assert primary.get_tag("SA") == sa_entry(supplementary) and supplementary.get_tag("SA") == sa_entry(primary)
+    assert mate.reference_start == a_start + 250 and mate.is_reverse and not mate.is_supplementary
+    for record in (primary, supplementary):  # the mate's place, strand, CIGAR and MAPQ
+        assert (record.next_reference_name, record.next_reference_start, record.mate_is_reverse) == ("chrA", mate.reference_start, True)
+        assert record.get_tag("MC") == mate.cigarstring and record.get_tag("MQ") == mate.mapping_quality
+    assert (mate.next_reference_start, mate.template_length) == (a_start, -400) and primary.template_length == 400
+    assert supplementary.template_length == 0  # on another contig than its mate
+    pysam.quickcheck(str(out))
+    assert pysam.flagstat(str(out)).splitlines()[0].startswith("3 + 0 in total")
+    fixed, ordered = tmp_path / "fixed.bam", tmp_path / "sorted.bam"
+    pysam.fixmate("-m", str(out), str(fixed))
+    pysam.sort("-o", str(ordered), str(fixed))
+    pysam.markdup(str(ordered), str(tmp_path / "marked.bam"))
+
+
+def test_pairs_with_split_mates_give_the_same_sam_whatever_the_batches_chunks_and_threads(genome, tmp_path, monkeypatch):
+    """Pairs whose R1 is split (supplementary rows between the mates' primaries), some with R2
+    unmapped: the same bytes with tiny text batches, small chunks and several threads."""
+    rng = np.random.default_rng(9)
+    a, b = genome.a, genome.b
+    first, second = {}, {}
+    for k in range(24):
+        start = int(rng.integers(200, 3500))
+        split, a_start, _ = chimera(a, start, 90, b, int(rng.integers(100, 4500)), 60, bool(k % 2))
+        first[f"p{k}/1"] = split
+        second[f"p{k}/2"] = reverse_complement(a[a_start + 250 : a_start + 400]) if k % 3 else codes_to_text(rng.integers(0, 4, 150, dtype=np.uint8))
+    r1, r2 = reads_file(tmp_path / "r1.fq", first), reads_file(tmp_path / "r2.fq", second)
+
+    def run(name, *options):
+        out = tmp_path / name
+        assert main(["-q", "align", str(genome.prefix), r1, r2, "-o", str(out), "--devices", "cpu", "--insert-size", "400,50", *options]) == 0
+        return b"".join(line for line in out.read_bytes().splitlines(keepends=True) if not line.startswith(b"@PG"))
+
+    expected = run("plain.sam")
+    body = [line for line in expected.split(b"\n") if line and not line.startswith(b"@")]
+    assert sum(int(line.split(b"\t")[1]) & 0x800 > 0 for line in body) >= 20  # split mates, most of them
+    assert run("chunks.sam", "--chunk-bases", "1000", "--queues-per-device", "2") == expected
+    monkeypatch.setattr("bowmap.align.sam._BATCH_BYTES", 3000)  # a pair or two a batch
+    assert run("batches.sam") == expected
+    assert run("unal.sam", "--no-unal").count(b"\n") <= expected.count(b"\n")
