@@ -199,6 +199,7 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
 
     from bowmap.runtime.errors import BowmapError
 
+    entered = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and ends its workers
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked while starting
@@ -239,6 +240,9 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
         _START_GATE[:] = [gate] if gate is not None else []
         stages = start_worker(rank)
         _READY.append(time.monotonic() - _STARTED)
+        # The parent's ``ready`` callback learns when this worker entered its body and was ready
+        # (time.monotonic, one clock for every process on Linux) and where its start went.
+        send(("ready", rank, {"entered": entered, "ready": time.monotonic(), **getattr(start_worker, "start_timings", {})}))
         if callable(stages):
             stages = [[stages]]
         if all(len(workers) == 1 for workers in stages):
@@ -327,7 +331,8 @@ def _widen_pipe(descriptor: int) -> None:
         pass  # not Linux, or not allowed: the default buffer works, a little slower
 
 
-def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2) -> None:
+def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2,
+                  ready: Callable[[int, dict], None] | None = None) -> None:
     """Run ``chunks`` through ``processes`` worker processes and hand the results to ``write`` in
     input order (chunks numbered 0, 1, 2, ... by their ``number`` attribute).
 
@@ -341,6 +346,9 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     pipe of its own, so a worker that dies, even halfway through a message, is seen at once
     (end of file) and stops the run. The first failure stops every process; a worker's user
     error (a :class:`bowmap.runtime.errors.BowmapError`) is raised again here, its type kept.
+    ``ready(rank, timings)`` is called here when worker ``rank`` has started: ``timings`` holds
+    ``spawned`` (when this process started the workers), ``entered`` (the worker's body began)
+    and ``ready``, all time.monotonic(), and ``start_worker.start_timings`` if it has that.
     """
     import multiprocessing
     from multiprocessing.connection import wait
@@ -370,6 +378,7 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
             run.put(inbox, None)
 
     reader = run.thread(read)
+    spawned = time.monotonic()
     _start(workers)
     for _, child_end in pipes:
         child_end.close()  # the workers hold them now: a dead worker's pipe reads as ended
@@ -396,6 +405,9 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
                     raise error if user_error else RuntimeError(error)
                 if kind == "done":
                     del open_pipes[connection]
+                elif kind == "ready":
+                    if ready is not None:
+                        ready(rank, {"spawned": spawned, **payload})
                 elif kind == "result":
                     waiting[number] = payload
                     while next_number in waiting:

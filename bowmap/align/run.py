@@ -74,6 +74,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.runtime.output import SamWriter
 
     started = time.perf_counter()
+    started_clock = time.monotonic()  # the same instant on the clock every process shares (see _StartLog)
     scoring = options.scoring or Scoring(end_to_end=options.end_to_end)
     # Mapped, not read: the checksums are checked by a helper thread while the workers start,
     # and no chunk goes to a worker before they all match (see verified_chunks below).
@@ -115,8 +116,16 @@ def run_align(options: AlignOptions) -> dict:
         workers = []
         if processes == 1:
             reference_text = ReferenceText.from_index(index)
+            set_up = {"context": 0.0, "programs": 0.0, "upload": 0.0}
             for info, slots in zip(device_infos, plan.slots):
-                workers += device_workers(index, reference_text, context_for(info.index), plan.queue_pairs, options, scoring, slots)
+                opening = time.perf_counter()
+                device = context_for(info.index)
+                opened, built = time.perf_counter(), device.build_seconds
+                workers += device_workers(index, reference_text, device, plan.queue_pairs, options, scoring, slots)
+                set_up["context"] += opened - opening
+                set_up["programs"] += device.build_seconds - built
+                set_up["upload"] += time.perf_counter() - opened - (device.build_seconds - built)
+            log.info("device set-up: context %.2f s, programs %.2f s, index upload %.2f s", set_up["context"], set_up["programs"], set_up["upload"])
             layout = f"{len(workers)} worker queue pair(s)"
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
@@ -159,7 +168,7 @@ def run_align(options: AlignOptions) -> dict:
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
                 starter = ProcessWorker(options, scoring, device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None)
-                run_processes(chunks, starter, write, processes)
+                run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock))
             else:
                 # Streamed, chunks are large: one queued between stages, not four, bounds the host memory.
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write, queue_size=1 if plan.streamed else 4)
@@ -194,7 +203,8 @@ def run_align(options: AlignOptions) -> dict:
         from bowmap.align.pipeline import write_usage
 
         write_usage(os.path.join(os.environ["BOWMAP_PROFILE"], "parent.usage.json"))
-        log.info("first chunk written after %.2f s", summary["first_chunk_seconds"] or 0.0)
+    if summary["first_chunk_seconds"] is not None:
+        log.info("first chunk written after %.2f s", summary["first_chunk_seconds"])
     log.info(
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
         reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
@@ -215,6 +225,31 @@ def run_align(options: AlignOptions) -> dict:
             reads // 2, 100 * totals["proper"] / max(reads, 1), model.model.describe() if model.model else "no pairs",
         )
     return summary
+
+
+class _StartLog:
+    """run_processes' ``ready`` callback: once every worker process has started, one line saying
+    when the first and the last were ready (seconds from the run's start) and where the last one's
+    start went: its interpreter, imports and arguments (``python``: from the spawn to its body),
+    mapping the index, waiting for its turn to open the device (pipeline.start_gate), the device
+    context, the programs' builds and the index's upload."""
+
+    PIECES = ("index", "waiting", "context", "programs", "upload")
+
+    def __init__(self, processes: int, started_clock: float):
+        self.processes = processes
+        self.started_clock = started_clock
+        self.ready: list[dict] = []
+
+    def __call__(self, rank: int, timings: dict) -> None:
+        self.ready.append(timings)
+        log.debug("worker process %d ready after %.2f s", rank, timings["ready"] - self.started_clock)
+        if len(self.ready) == self.processes:
+            last = max(self.ready, key=lambda item: item["ready"])
+            pieces = [f"python {last['entered'] - last['spawned']:.2f} s"]
+            pieces += [f"{name} {last[name]:.2f} s" for name in self.PIECES if name in last]
+            log.info("%d worker processes ready after %.2f-%.2f s (the last: %s)", self.processes,
+                     min(item["ready"] for item in self.ready) - self.started_clock, last["ready"] - self.started_clock, ", ".join(pieces))
 
 
 class _ModelHolder:
