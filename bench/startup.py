@@ -119,7 +119,8 @@ def default_input(work: Path) -> tuple[Path, Path]:
 
 
 def first_reads(reads: Path, count: int, work: Path) -> Path:
-    """The first ``count`` records of a 4-line FASTQ file, written once under ``work``."""
+    """The first ``count`` records of a 4-line FASTQ file, written once under ``work``; a file
+    with fewer is taken again and again, the copies' reads renamed NAME_1, NAME_2, ..."""
     target = work / f"{reads.stem}_first{count}.fq"
     if not target.exists():
         work.mkdir(parents=True, exist_ok=True)
@@ -129,6 +130,14 @@ def first_reads(reads: Path, count: int, work: Path) -> Path:
                 lines.append(line)
                 if len(lines) == 4 * count:
                     break
+        records = len(lines) // 4
+        copy = 0
+        while 0 < records and len(lines) < 4 * count:
+            copy += 1
+            for number in range(min(records, count - len(lines) // 4)):
+                header, *rest = lines[4 * number : 4 * number + 4]
+                name, _, comment = header.rstrip(b"\n").partition(b" ")
+                lines += [name + f"_{copy}".encode() + (b" " + comment if comment else b"") + b"\n", *rest]
         temporary = target.with_name(target.name + ".partial")
         temporary.write_bytes(b"".join(lines))
         temporary.replace(target)
