@@ -22,6 +22,13 @@ from bowmap.align.workers import MOST_WORKERS_PER_CORE, ProcessWorker, capped_pr
 
 log = logging.getLogger("bowmap.align")
 
+# Single-end input's first chunks are 1/16, 1/8, 1/4 and 1/2 of --chunk-bases (see
+# reads.chunk.ramped), so the first records are written after mapping 1/16 of a chunk, not a
+# whole one (PoCL, 2 cores, 20,000 lambda reads of 100 bp in one 4 Mi chunk: the first record
+# after 1.5 s, then after 0.6 s); the ramp's chunks add up to less than one chunk, so a run
+# has at most 4 more chunks, and output never depends on where chunks are cut.
+FIRST_CHUNKS_RAMP = 4
+
 
 class _Background:
     """``function(*args)`` run in a daemon thread; :meth:`result` waits and re-raises its error."""
@@ -156,7 +163,9 @@ def run_align(options: AlignOptions) -> dict:
                 return
             # Chunks, or byte ranges of the input that the workers read and parse themselves
             # (parsed here for --skip/--upto: a range's record count is known once parsed).
-            items = input_chunks(options.reads, options.chunk_bases, index.max_read_length)
+            # The first chunks small (not when blocks are streamed: a chunk costs a sweep of them).
+            ramp = 0 if plan.streamed else FIRST_CHUNKS_RAMP
+            items = input_chunks(options.reads, options.chunk_bases, index.max_read_length, ramp)
             for item in record_window(items, options.skip, options.upto) if options.windowed else items:
                 bar.handed_out(item)
                 yield item
