@@ -17,9 +17,12 @@ and the table gives the median (min-max):
 * then the whole command, ``python -m bowmap align INDEX READS -o - --no-progress`` plus
   ``--devices``, ``-p`` and ``--align-args``, its standard output read here through a pipe:
   ``first SAM record`` (the first line after the header arrives here), ``whole command``, and
-  from its log: ``devices line`` (the parent ready to hand out chunks), ``workers ready``
-  (first-last worker process, and the last one's pieces) or ``device set-up`` (one process),
-  ``first chunk written``, and ``mapping`` (whole minus first chunk written: the steady part).
+  from its log (seconds from the start of the run proper, after the interpreter, the imports and
+  the parsing of the command line): ``devices line`` (the parent ready to hand out chunks),
+  ``workers ready`` (first-last worker process, and the last one's pieces) or ``device set-up``
+  (one process), ``first chunk written``, ``last chunk written``, ``workers exited`` (the wait for
+  the worker processes to end after their last result), ``run's own end``; ``outside the run`` is
+  the whole command less the run proper: the interpreter, the imports, parsing, and the exit.
 
 Default input (runs anywhere): the lambda phage of data/ (index built under --work) and its
 2,000 reads of 100 bp; ``--count N`` takes the first N reads of ``--reads`` (written under --work).
@@ -89,6 +92,9 @@ print(json.dumps(pieces))
 LOG_PATTERNS = {
     "devices line": re.compile(r"\] devices: .*\[([0-9.]+) s\]"),
     "first chunk written": re.compile(r"first chunk written after ([0-9.]+) s"),
+    "last chunk written": re.compile(r"first chunk written after [0-9.]+ s, the last after ([0-9.]+) s"),
+    "workers exited": re.compile(r"worker processes exited ([0-9.]+) s after"),
+    "run's own end": re.compile(r"\] [0-9]+ reads, [0-9.]+% mapped, ([0-9.]+) s,"),
     "workers ready": re.compile(r"worker processes ready after ([0-9.]+)-([0-9.]+) s \(the last: (.*)\)"),
     "device set-up": re.compile(r"device set-up: (.*)"),
 }
@@ -178,8 +184,8 @@ def whole_command(index: Path, reads: Path, args) -> dict:
         match = pattern.search(log)
         if match:
             result[name] = match.groups() if len(match.groups()) > 1 else match.group(1)
-    if "first chunk written" in result:
-        result["mapping"] = result["whole command"] - float(result["first chunk written"])
+    if "run's own end" in result:  # before run_align: the interpreter, imports, parsing; after: the exit
+        result["outside the run"] = result["whole command"] - float(result["run's own end"])
     return result
 
 
@@ -228,7 +234,8 @@ def main() -> int:
     for name, values in rows.items():
         print(f"{name:30s} {spread(values)}")
     print(f"\n{'whole command':30s}")
-    for name in ("devices line", "first chunk written", "first SAM record", "mapping", "whole command"):
+    for name in ("devices line", "first chunk written", "first SAM record", "last chunk written", "workers exited", "run's own end",
+                 "outside the run", "whole command"):
         print(f"{name:30s} {spread([None if run.get(name) is None else float(run[name]) for run in runs])}")
     for run in runs:
         if "workers ready" in run:

@@ -138,7 +138,8 @@ def run_align(options: AlignOptions) -> dict:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
         totals = {"reads": 0, "mapped": 0, "proper": 0, "several": 0}
-        first_written: list[float] = []  # seconds from the start to the first chunk's SAM
+        written = {"first": None, "last": None}  # seconds from the start to the first and the last chunk's SAM
+        exit_seconds = None  # the wait for the worker processes to exit
         mapping_started = time.perf_counter()
 
         def write(result):
@@ -146,9 +147,10 @@ def run_align(options: AlignOptions) -> dict:
             if observations is not None:  # a chunk of the paired model's sample: nothing to write
                 model.observe(*observations)
                 return
-            if not totals["reads"]:
-                first_written.append(time.perf_counter() - started)
             writer.write(text)
+            written["last"] = time.perf_counter() - started
+            if written["first"] is None:
+                written["first"] = written["last"]
             totals["reads"] += reads
             totals["mapped"] += mapped
             totals["proper"] += proper
@@ -177,7 +179,7 @@ def run_align(options: AlignOptions) -> dict:
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
                 starter = ProcessWorker(options, scoring, device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None)
-                run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock))
+                exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock))
             else:
                 # Streamed, chunks are large: one queued between stages, not four, bounds the host memory.
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write, queue_size=1 if plan.streamed else 4)
@@ -206,14 +208,15 @@ def run_align(options: AlignOptions) -> dict:
         "seconds": elapsed,
         "mapping_seconds": time.perf_counter() - mapping_started,
         "devices": [info.name for info in device_infos],
-        "first_chunk_seconds": first_written[0] if first_written else None,
+        "first_chunk_seconds": written["first"],
     }
     if os.environ.get("BOWMAP_PROFILE"):  # developers: see pipeline.write_usage
         from bowmap.align.pipeline import write_usage
 
         write_usage(os.path.join(os.environ["BOWMAP_PROFILE"], "parent.usage.json"))
-    if summary["first_chunk_seconds"] is not None:
-        log.info("first chunk written after %.2f s", summary["first_chunk_seconds"])
+    if written["first"] is not None:
+        log.info("first chunk written after %.2f s, the last after %.2f s%s", written["first"], written["last"],
+                 "" if exit_seconds is None else f"; the worker processes exited {exit_seconds:.2f} s after their last result")
     log.info(
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
         reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
