@@ -24,9 +24,10 @@ log = logging.getLogger("bowmap.align")
 
 # Single-end input's first chunks are 1/16, 1/8, 1/4 and 1/2 of --chunk-bases (see
 # reads.chunk.ramped), so the first records are written after mapping 1/16 of a chunk, not a
-# whole one (PoCL, 2 cores, 20,000 lambda reads of 100 bp in one 4 Mi chunk: the first record
-# after 1.5 s, then after 0.6 s); the ramp's chunks add up to less than one chunk, so a run
-# has at most 4 more chunks, and output never depends on where chunks are cut.
+# whole one (bench/startup.py, PoCL on 2 busy cores, 20,000 lambda reads of 100 bp, one chunk
+# before: the first SAM record after 2.46 s, now 1.33 s, medians of 6; with -p 2 and
+# --chunk-bases 500000, 1.76 s, now 1.11 s); the ramp's chunks add up to less than one chunk,
+# so a run has at most 4 more chunks, and output never depends on where chunks are cut.
 FIRST_CHUNKS_RAMP = 4
 
 
