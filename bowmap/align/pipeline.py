@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -199,10 +200,12 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
 
     from bowmap.runtime.errors import BowmapError
 
+    entered = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and ends its workers
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked while starting
     number = -1
+    done = False
     # A sender thread writes the results to the pipe, so the worker goes on with its next chunk
     # while the parent is still reading the last one (two results at most wait, memory stays flat).
     outgoing: queue.Queue = queue.Queue(maxsize=2)
@@ -239,6 +242,9 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
         _START_GATE[:] = [gate] if gate is not None else []
         stages = start_worker(rank)
         _READY.append(time.monotonic() - _STARTED)
+        # The parent's ``ready`` callback learns when this worker entered its body and was ready
+        # (time.monotonic, one clock for every process on Linux) and where its start went.
+        send(("ready", rank, {"entered": entered, "ready": time.monotonic(), **getattr(start_worker, "start_timings", {})}))
         if callable(stages):
             stages = [[stages]]
         if all(len(workers) == 1 for workers in stages):
@@ -252,6 +258,7 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
             profiler.dump_stats(os.path.join(profile_folder, f"worker{rank}.prof"))
             write_usage(os.path.join(profile_folder, f"worker{rank}.usage.json"))
         send(("done", rank, None))
+        done = True
     # Failures travel as (error, True): a user error, its type kept (the parent may act on it,
     # see bowmap.align.reads.RangeInputError); or as (traceback text, False).
     except BowmapError as error:
@@ -262,6 +269,14 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
         outgoing.put(None)
         sender.join()
         results.close()
+    if done:
+        # Everything is sent: leave without the interpreter's teardown, whose release of the
+        # device context, buffers and programs one by one only holds up the parent's wait for
+        # this process (run_processes joins its workers before the run ends); the system frees
+        # them as the process ends.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def write_usage(path: str) -> None:
@@ -327,7 +342,8 @@ def _widen_pipe(descriptor: int) -> None:
         pass  # not Linux, or not allowed: the default buffer works, a little slower
 
 
-def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2) -> None:
+def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2,
+                  ready: Callable[[int, dict], None] | None = None) -> float:
     """Run ``chunks`` through ``processes`` worker processes and hand the results to ``write`` in
     input order (chunks numbered 0, 1, 2, ... by their ``number`` attribute).
 
@@ -341,6 +357,10 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     pipe of its own, so a worker that dies, even halfway through a message, is seen at once
     (end of file) and stops the run. The first failure stops every process; a worker's user
     error (a :class:`bowmap.runtime.errors.BowmapError`) is raised again here, its type kept.
+    ``ready(rank, timings)`` is called here when worker ``rank`` has started: ``timings`` holds
+    ``spawned`` (when this process started the workers), ``entered`` (the worker's body began)
+    and ``ready``, all time.monotonic(), and ``start_worker.start_timings`` if it has that.
+    Returns the seconds spent waiting for the workers to exit after their last result.
     """
     import multiprocessing
     from multiprocessing.connection import wait
@@ -370,6 +390,7 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
             run.put(inbox, None)
 
     reader = run.thread(read)
+    spawned = time.monotonic()
     _start(workers)
     for _, child_end in pipes:
         child_end.close()  # the workers hold them now: a dead worker's pipe reads as ended
@@ -396,6 +417,9 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
                     raise error if user_error else RuntimeError(error)
                 if kind == "done":
                     del open_pipes[connection]
+                elif kind == "ready":
+                    if ready is not None:
+                        ready(rank, {"spawned": spawned, **payload})
                 elif kind == "result":
                     waiting[number] = payload
                     while next_number in waiting:
@@ -416,8 +440,10 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
             raise run.error from None  # the reader's error (a bad record) came first
         raise
     finally:
+        exiting = time.monotonic()
         for worker in workers:
             worker.join(5.0)
         for receiving, _ in pipes:
             receiving.close()
         inbox.cancel_join_thread()
+    return time.monotonic() - exiting

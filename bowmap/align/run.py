@@ -22,6 +22,14 @@ from bowmap.align.workers import MOST_WORKERS_PER_CORE, ProcessWorker, capped_pr
 
 log = logging.getLogger("bowmap.align")
 
+# Single-end input's first chunks are 1/16, 1/8, 1/4 and 1/2 of --chunk-bases (see
+# reads.chunk.ramped), so the first records are written after mapping 1/16 of a chunk, not a
+# whole one (bench/startup.py, PoCL on 2 busy cores, 20,000 lambda reads of 100 bp, one chunk
+# before: the first SAM record after 2.46 s, now 1.33 s, medians of 6; with -p 2 and
+# --chunk-bases 500000, 1.76 s, now 1.11 s); the ramp's chunks add up to less than one chunk,
+# so a run has at most 4 more chunks, and output never depends on where chunks are cut.
+FIRST_CHUNKS_RAMP = 4
+
 
 class _Background:
     """``function(*args)`` run in a daemon thread; :meth:`result` waits and re-raises its error."""
@@ -74,6 +82,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.runtime.output import SamWriter
 
     started = time.perf_counter()
+    started_clock = time.monotonic()  # the same instant on the clock every process shares (see _StartLog)
     scoring = options.scoring or Scoring(end_to_end=options.end_to_end)
     # Mapped, not read: the checksums are checked by a helper thread while the workers start,
     # and no chunk goes to a worker before they all match (see verified_chunks below).
@@ -115,14 +124,23 @@ def run_align(options: AlignOptions) -> dict:
         workers = []
         if processes == 1:
             reference_text = ReferenceText.from_index(index)
+            set_up = {"context": 0.0, "programs": 0.0, "upload": 0.0}
             for info, slots in zip(device_infos, plan.slots):
-                workers += device_workers(index, reference_text, context_for(info.index), plan.queue_pairs, options, scoring, slots)
+                opening = time.perf_counter()
+                device = context_for(info.index)
+                opened, built = time.perf_counter(), device.build_seconds
+                workers += device_workers(index, reference_text, device, plan.queue_pairs, options, scoring, slots)
+                set_up["context"] += opened - opening
+                set_up["programs"] += device.build_seconds - built
+                set_up["upload"] += time.perf_counter() - opened - (device.build_seconds - built)
+            log.info("device set-up: context %.2f s, programs %.2f s, index upload %.2f s", set_up["context"], set_up["programs"], set_up["upload"])
             layout = f"{len(workers)} worker queue pair(s)"
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
         totals = {"reads": 0, "mapped": 0, "proper": 0, "several": 0}
-        first_written: list[float] = []  # seconds from the start to the first chunk's SAM
+        written = {"first": None, "last": None}  # seconds from the start to the first and the last chunk's SAM
+        exit_seconds = None  # the wait for the worker processes to exit
         mapping_started = time.perf_counter()
 
         def write(result):
@@ -130,9 +148,10 @@ def run_align(options: AlignOptions) -> dict:
             if observations is not None:  # a chunk of the paired model's sample: nothing to write
                 model.observe(*observations)
                 return
-            if not totals["reads"]:
-                first_written.append(time.perf_counter() - started)
             writer.write(text)
+            written["last"] = time.perf_counter() - started
+            if written["first"] is None:
+                written["first"] = written["last"]
             totals["reads"] += reads
             totals["mapped"] += mapped
             totals["proper"] += proper
@@ -147,7 +166,9 @@ def run_align(options: AlignOptions) -> dict:
                 return
             # Chunks, or byte ranges of the input that the workers read and parse themselves
             # (parsed here for --skip/--upto: a range's record count is known once parsed).
-            items = input_chunks(options.reads, options.chunk_bases, index.max_read_length)
+            # The first chunks small (not when blocks are streamed: a chunk costs a sweep of them).
+            ramp = 0 if plan.streamed else FIRST_CHUNKS_RAMP
+            items = input_chunks(options.reads, options.chunk_bases, index.max_read_length, ramp)
             for item in record_window(items, options.skip, options.upto) if options.windowed else items:
                 bar.handed_out(item)
                 yield item
@@ -159,7 +180,7 @@ def run_align(options: AlignOptions) -> dict:
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
                 starter = ProcessWorker(options, scoring, device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None)
-                run_processes(chunks, starter, write, processes)
+                exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock))
             else:
                 # Streamed, chunks are large: one queued between stages, not four, bounds the host memory.
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write, queue_size=1 if plan.streamed else 4)
@@ -188,13 +209,15 @@ def run_align(options: AlignOptions) -> dict:
         "seconds": elapsed,
         "mapping_seconds": time.perf_counter() - mapping_started,
         "devices": [info.name for info in device_infos],
-        "first_chunk_seconds": first_written[0] if first_written else None,
+        "first_chunk_seconds": written["first"],
     }
     if os.environ.get("BOWMAP_PROFILE"):  # developers: see pipeline.write_usage
         from bowmap.align.pipeline import write_usage
 
         write_usage(os.path.join(os.environ["BOWMAP_PROFILE"], "parent.usage.json"))
-        log.info("first chunk written after %.2f s", summary["first_chunk_seconds"] or 0.0)
+    if written["first"] is not None:
+        log.info("first chunk written after %.2f s, the last after %.2f s%s", written["first"], written["last"],
+                 "" if exit_seconds is None else f"; the worker processes exited {exit_seconds:.2f} s after their last result")
     log.info(
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
         reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
@@ -215,6 +238,31 @@ def run_align(options: AlignOptions) -> dict:
             reads // 2, 100 * totals["proper"] / max(reads, 1), model.model.describe() if model.model else "no pairs",
         )
     return summary
+
+
+class _StartLog:
+    """run_processes' ``ready`` callback: once every worker process has started, one line saying
+    when the first and the last were ready (seconds from the run's start) and where the last one's
+    start went: its interpreter, imports and arguments (``python``: from the spawn to its body),
+    mapping the index, waiting for its turn to open the device (pipeline.start_gate), the device
+    context, the programs' builds and the index's upload."""
+
+    PIECES = ("index", "waiting", "context", "programs", "upload")
+
+    def __init__(self, processes: int, started_clock: float):
+        self.processes = processes
+        self.started_clock = started_clock
+        self.ready: list[dict] = []
+
+    def __call__(self, rank: int, timings: dict) -> None:
+        self.ready.append(timings)
+        log.debug("worker process %d ready after %.2f s", rank, timings["ready"] - self.started_clock)
+        if len(self.ready) == self.processes:
+            last = max(self.ready, key=lambda item: item["ready"])
+            pieces = [f"python {last['entered'] - last['spawned']:.2f} s"]
+            pieces += [f"{name} {last[name]:.2f} s" for name in self.PIECES if name in last]
+            log.info("%d worker processes ready after %.2f-%.2f s (the last: %s)", self.processes,
+                     min(item["ready"] for item in self.ready) - self.started_clock, last["ready"] - self.started_clock, ", ".join(pieces))
 
 
 class _ModelHolder:

@@ -100,16 +100,27 @@ class ProcessWorker:
         self.slots = slots
 
     def __call__(self, rank: int):
+        import time
+
         from bowmap.align.pipeline import start_gate
         from bowmap.align.reference import ReferenceText
         from bowmap.index.load import load_index
         from bowmap.runtime.devices import context_for_info
 
+        started = time.monotonic()
         index = load_index(self.options.index, verify=False, identity=self.identity)
+        loaded = time.monotonic()
         with start_gate():
+            admitted = time.monotonic()
             device = context_for_info(self.devices[rank % len(self.devices)])
+        opened = time.monotonic()
         slots = None if self.slots is None else self.slots[rank % len(self.devices)]
         workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring, slots)
+        # Where the start went (seconds; see pipeline._worker_process, which sends them to the run).
+        self.start_timings = {
+            "index": loaded - started, "waiting": admitted - loaded, "context": opened - admitted,
+            "programs": device.build_seconds, "upload": time.monotonic() - opened - device.build_seconds,
+        }
         return [[worker.seed for worker in workers], [worker.extend for worker in workers]]
 
 

@@ -14,6 +14,7 @@ import importlib.resources
 import logging
 import re
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -248,6 +249,7 @@ class DeviceContext:
         self.context = cl.Context([device])
         self._programs: dict[tuple[str, tuple[str, ...]], object] = {}
         self._lock = threading.Lock()
+        self.build_seconds = 0.0  # spent in :meth:`program`'s builds (start-up's share: see bowmap.align.run)
 
     def program(self, source_name: str, options: tuple[str, ...] = ()):
         key = (source_name, tuple(options))
@@ -255,10 +257,14 @@ class DeviceContext:
             program = self._programs.get(key)
             if program is None:
                 cl = _opencl()
+                started = time.perf_counter()
                 try:
                     program = _build(self.context, kernel_source(source_name), options, f"{source_name} for {self.info.name}")
                 except cl.RuntimeError as error:
                     raise BowmapError(f"building {source_name} for {self.info.name} failed: {error}") from None
+                seconds = time.perf_counter() - started
+                self.build_seconds += seconds
+                log.debug("built %s %s for %s [%.3f s]", source_name, " ".join(options), self.info.name, seconds)
                 self._programs[key] = program
             return program
 

@@ -99,6 +99,26 @@ def test_output_is_identical_whatever_the_threads_processes_queues_and_blocks(in
         assert body == [line for line in expected.splitlines() if not line.startswith(b"@PG")], name
 
 
+def test_small_first_chunks_give_the_same_sam(indexes, aligned, tmp_path, capsys, monkeypatch):
+    """The run's first chunks are small (run.FIRST_CHUNKS_RAMP) so its first records come out
+    early: the SAM is byte for byte that of whole chunks only, with threads and with processes,
+    from byte ranges of a plain FASTQ file and from a gzipped one; the log says when the first
+    chunk was written."""
+    import bowmap.align.run as run_module
+
+    expected = [line for line in aligned.read_bytes().splitlines() if not line.startswith(b"@PG")]
+    plain = tmp_path / "reads.fq"
+    plain.write_bytes(gzip.decompress(READS.read_bytes()))
+    for ramp in (0, run_module.FIRST_CHUNKS_RAMP, 12):
+        monkeypatch.setattr(run_module, "FIRST_CHUNKS_RAMP", ramp)
+        for name, reads, extra in (("threads", READS, []), ("processes", plain, ["-p", "2"])):
+            out = tmp_path / f"{name}-{ramp}.sam"
+            code, _, err = run(capsys, "align", indexes[0], reads, "-o", out, "--devices", "cpu", "--chunk-bases", "50000", *extra)
+            assert code == 0, err
+            assert [line for line in out.read_bytes().splitlines() if not line.startswith(b"@PG")] == expected, (name, ramp)
+            assert re.search(r"first chunk written after [0-9.]+ s", err), err
+
+
 def test_many_blocks_make_hits_on_the_device_and_the_same_sam_as_on_the_host(indexes, tmp_path, capsys, monkeypatch):
     """With several index blocks the seeds are searched, chosen and located on the device
     (FMSearch.seed_hits), and the SAM, single and paired, is byte for byte the one made from the

@@ -105,14 +105,24 @@ class Batch:
 # -------------------------------------------------------------------------------------- chunking
 
 
+def ramped(size: int, number: int, ramp: int) -> int:
+    """The size of piece ``number`` (0-based) when the first ``ramp`` pieces grow to ``size``,
+    each twice the one before: ``size / 2**ramp``, ``size / 2**(ramp - 1)``, ... then ``size``
+    (at least 1). A run's first chunks are small so that its first records come out early
+    (see bowmap.align.run.FIRST_CHUNKS_RAMP); where chunks are cut never changes the output."""
+    return max(1, size >> max(0, ramp - number))
+
+
 class Chunker:
-    """Cuts batches into chunks of about ``chunk_bases`` bases, independently of batch sizes.
+    """Cuts batches into chunks of about ``chunk_bases`` bases, independently of batch sizes
+    (the first ``ramp`` chunks smaller: see :func:`ramped`).
 
     Chunks end only after a whole ``unit`` of reads (2 for pairs: a chunk holds whole pairs);
     batches must hold whole units."""
 
-    def __init__(self, chunk_bases: int, unit: int = 1):
+    def __init__(self, chunk_bases: int, unit: int = 1, ramp: int = 0):
         self.chunk_bases = chunk_bases
+        self.ramp = ramp
         self.unit = unit
         self.held: list[Batch] = []
         self.held_weight = 0
@@ -124,7 +134,7 @@ class Chunker:
             return
         self.held.append(batch)
         self.held_weight += int(np.maximum(np.diff(batch.offsets), 1).sum())
-        if self.held_weight >= self.chunk_bases:
+        if self.held_weight >= ramped(self.chunk_bases, self.number, self.ramp):
             yield from self._cut(final=False)
 
     def finish(self) -> Iterator[ReadChunk]:
@@ -140,7 +150,7 @@ class Chunker:
         start = 0
         while start < units:
             before = int(weights[start - 1]) if start else 0
-            end = int(np.searchsorted(weights, before + self.chunk_bases, side="left")) + 1
+            end = int(np.searchsorted(weights, before + ramped(self.chunk_bases, self.number, self.ramp), side="left")) + 1
             if end > units:
                 if not final:
                     break

@@ -20,17 +20,17 @@ def as_chunk(item: ReadChunk | ReadRange | PairedRange) -> ReadChunk:
     return item.chunk() if isinstance(item, (ReadRange, PairedRange)) else item
 
 
-def input_chunks(path: str, chunk_bases: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange]:
+def input_chunks(path: str, chunk_bases: int, max_read_length: int, ramp: int = 0) -> Iterator[ReadChunk | ReadRange]:
     """What the align pipeline hands its workers: :func:`fastq_ranges` for an uncompressed
     FASTQ file, :func:`gzip_ranges` for a gzipped one, else (FASTA, stdin) the chunks of
     :func:`read_chunks`. A FASTQ record takes about two bytes a base, so ranges of
     ``2 * chunk_bases`` bytes are chunks of about ``chunk_bases`` bases. Either way the reads
     and their order are the same, and the aligner's output does not depend on where chunks are
-    cut."""
-    ranges = fastq_ranges(path, 2 * chunk_bases, max_read_length)
+    cut. The first ``ramp`` pieces are smaller (:func:`bowmap.align.reads.chunk.ramped`)."""
+    ranges = fastq_ranges(path, 2 * chunk_bases, max_read_length, ramp)
     if ranges is None:
-        ranges = gzip_ranges(path, 2 * chunk_bases, max_read_length)
-    return ranges if ranges is not None else read_chunks(path, chunk_bases, max_read_length)
+        ranges = gzip_ranges(path, 2 * chunk_bases, max_read_length, ramp)
+    return ranges if ranges is not None else read_chunks(path, chunk_bases, max_read_length, ramp=ramp)
 
 
 def first_input_error(path: str, max_read_length: int, found: RangeInputError) -> BowmapError:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.reads.chunk import Batch, ReadChunk, concatenate_batches
+from bowmap.align.reads.chunk import Batch, ReadChunk, concatenate_batches, ramped
 from bowmap.align.reads.parse import LONGEST_OTHER_LINE, Parser, has_longer_line, longest_line, longest_record
 from bowmap.align.reads.stream import DEFAULT_BLOCK_BYTES, GZIP_MAGIC, input_blocks, prefetched, read_chunks
 from bowmap.runtime.errors import BowmapError
@@ -89,7 +89,7 @@ def chunk_bound(path: str | None, chunk_bases: int) -> int | None:
     return size // (bytes_a_base * max(1, chunk_bases)) + 1
 
 
-def fastq_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadRange] | None:
+def fastq_ranges(path: str, target_bytes: int, max_read_length: int, ramp: int = 0) -> Iterator[ReadRange] | None:
     """Byte ranges of about ``target_bytes`` covering an uncompressed FASTQ file, cut before
     records; None when ``path`` is not one (stdin, gzip, FASTA, not a regular file, empty).
 
@@ -99,7 +99,7 @@ def fastq_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
     can be such a line: a quality line may start with ``@``, but two lines on comes a sequence
     line, which cannot start with ``+``. Malformed input may be cut elsewhere; some range then
     fails to parse, and :func:`first_input_error` reports the error as the whole-file reader
-    would."""
+    would. The first ``ramp`` ranges are smaller (:func:`bowmap.align.reads.chunk.ramped`)."""
     file = file_head(path, target_bytes)
     if file is None:
         return None
@@ -107,7 +107,7 @@ def fastq_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
     first = first_record(head)
     if head[:2] == GZIP_MAGIC or first is None:
         return None
-    return _ranges(path, first, size, target_bytes, max_read_length)
+    return _ranges(path, first, size, target_bytes, max_read_length, ramp)
 
 
 def file_head(path: str, target_bytes: int) -> tuple[int, bytes] | None:
@@ -135,12 +135,13 @@ def first_record(text: bytes) -> int | None:
     return first
 
 
-def _ranges(path: str, start: int, size: int, target_bytes: int, max_read_length: int) -> Iterator[ReadRange]:
+def _ranges(path: str, start: int, size: int, target_bytes: int, max_read_length: int, ramp: int) -> Iterator[ReadRange]:
     with open_for_reading(path, kind="read file") as handle:
         number = 0
         while True:
-            give_up = start + target_bytes + longest_record(max_read_length)
-            cut = record_start(handle.fileno(), path, start + target_bytes, size, give_up)
+            target = ramped(target_bytes, number, ramp)
+            give_up = start + target + longest_record(max_read_length)
+            cut = record_start(handle.fileno(), path, start + target, size, give_up)
             if cut is None:
                 yield ReadRange(number, path, start, size, True, max_read_length)
                 return
@@ -186,26 +187,27 @@ def _find_record(data: bytes, offset: int, reaches_end: bool) -> tuple[int | Non
     return None, None
 
 
-def gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange] | None:
+def gzip_ranges(path: str, target_bytes: int, max_read_length: int, ramp: int = 0) -> Iterator[ReadChunk | ReadRange] | None:
     """Ranges of about ``target_bytes`` of a gzipped FASTQ file's text, cut before records as
     :func:`fastq_ranges` cuts and carrying their text (or, if the text is not FASTQ, the chunks
     of :func:`read_chunks`); None when ``path`` is not a gzipped regular file. This process only
     decompresses and cuts; the workers parse. Damaged gzip data raises
-    :class:`RangeInputError`: a range before it may hold the input's first error."""
+    :class:`RangeInputError`: a range before it may hold the input's first error. The first
+    ``ramp`` ranges are smaller (:func:`bowmap.align.reads.chunk.ramped`)."""
     file = file_head(path, target_bytes)
     if file is None or file[1][:2] != GZIP_MAGIC:
         return None
-    return _gzip_ranges(path, target_bytes, max_read_length)
+    return _gzip_ranges(path, target_bytes, max_read_length, ramp)
 
 
-def _gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadChunk | ReadRange]:
+def _gzip_ranges(path: str, target_bytes: int, max_read_length: int, ramp: int) -> Iterator[ReadChunk | ReadRange]:
     blocks = prefetched(input_blocks(path, path, DEFAULT_BLOCK_BYTES))
     try:
         try:
             head = next(blocks, b"")
             first = first_record(head)
             if first is not None:
-                yield from _cut_text(blocks, head[first:], first, path, target_bytes, max_read_length)
+                yield from _cut_text(blocks, head[first:], first, path, target_bytes, max_read_length, ramp)
                 return
         except RangeInputError:
             raise
@@ -214,15 +216,16 @@ def _gzip_ranges(path: str, target_bytes: int, max_read_length: int) -> Iterator
     finally:
         blocks.close()
     # Not FASTQ, or blank lines for a whole block: the whole-file reader takes it.
-    yield from read_chunks(path, max(1, target_bytes // 2), max_read_length)
+    yield from read_chunks(path, max(1, target_bytes // 2), max_read_length, ramp=ramp)
 
 
-def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, max_read_length: int) -> Iterator[ReadRange]:
+def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, max_read_length: int, ramp: int) -> Iterator[ReadRange]:
     """Ranges of the text of ``blocks``, ``pending`` (starting with a record, at ``start`` in
     the text) first."""
     number, ended = 0, False
     while True:
-        found, _ = _find_record(pending, target_bytes, ended)
+        target = ramped(target_bytes, number, ramp)
+        found, _ = _find_record(pending, target, ended)
         if found is not None:
             yield ReadRange(number, path, start, start + found, False, max_read_length, pending[:found])
             pending, start, number = pending[found:], start + found, number + 1
@@ -230,7 +233,7 @@ def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, 
             if pending:
                 yield ReadRange(number, path, start, start + len(pending), True, max_read_length, pending)
             return
-        elif len(pending) > target_bytes + longest_record(max_read_length):
+        elif len(pending) > target + longest_record(max_read_length):
             raise RangeInputError(f"{path}: no FASTQ record starts before byte {start + len(pending)} of its text")
         else:
             block = next(blocks, None)

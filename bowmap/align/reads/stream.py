@@ -24,19 +24,21 @@ def read_chunks(
     chunk_bases: int = 4 << 20,
     max_read_length: int = 1024,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    ramp: int = 0,
 ) -> Iterator[ReadChunk]:
     """Chunks of the reads of ``path`` (``-``: stdin) in input order.
 
     A chunk ends with the first read that brings its base count (a read of length 0 counting as
     1) to ``chunk_bases`` or more, so chunks depend only on the input and ``chunk_bases``, never
-    on ``block_bytes``; a record is never split. Empty input (or blank lines only) yields no
+    on ``block_bytes``; a record is never split. The first ``ramp`` chunks are smaller
+    (:func:`bowmap.align.reads.chunk.ramped`). Empty input (or blank lines only) yields no
     chunk. A read longer than ``max_read_length`` is an error, as is any malformed record.
     """
     if chunk_bases < 1 or max_read_length < 0 or block_bytes < 1:
         raise ValueError("chunk_bases and block_bytes must be positive, max_read_length not negative")
     source = "stdin" if path == "-" else path
     parser = Parser(source, max_read_length)
-    chunker = Chunker(chunk_bases)
+    chunker = Chunker(chunk_bases, ramp=ramp)
     for block in prefetched(input_blocks(path, source, block_bytes)):
         for batch in parser.feed(block):
             yield from chunker.add(batch)

@@ -177,3 +177,40 @@ def test_damaged_gzip_after_a_malformed_record_gets_the_first_error(tmp_path):
             pass
     assert "truncated gzip" in str(caught.value)
     assert str(first_input_error(str(path), 20, caught.value)) == want
+
+
+@pytest.mark.parametrize("ramp", [1, 4, 40])
+def test_the_first_chunks_grow_to_the_chunk_size_and_hold_the_same_reads(tmp_path, ramp):
+    """input_chunks(ramp=K): ranges of a FASTQ file, of a gzipped one and chunks of a FASTA file
+    whose first K hold about 1/2**K, 1/2**(K-1), ... of the chunk's bases, then whole chunks: the
+    same reads in the same order as without, numbered 0, 1, 2, ...; and ramped's schedule."""
+    from bowmap.align.reads.chunk import ramped
+
+    assert [ramped(64, number, 4) for number in range(6)] == [4, 8, 16, 32, 64, 64]
+    assert ramped(3, 0, 4) == 1 and ramped(64, 0, 0) == 64
+    rng = np.random.default_rng(ramp)
+    codes = rng.integers(0, 4, (3000, 100))
+    sequences = ["".join("ACGT"[code] for code in row) for row in codes]
+    fastq = tmp_path / "reads.fq"
+    fastq.write_text("".join(f"@r{i}\n{sequence}\n+\n{'I' * 100}\n" for i, sequence in enumerate(sequences)))
+    zipped = tmp_path / "reads.fq.gz"
+    zipped.write_bytes(gzip.compress(fastq.read_bytes()))
+    fasta = tmp_path / "reads.fa"
+    fasta.write_text("".join(f">r{i}\n{sequence}\n" for i, sequence in enumerate(sequences)))
+    chunk_bases = 40_000
+    for path in (fastq, zipped, fasta):
+        plain = [as_chunk(item) for item in input_chunks(str(path), chunk_bases, 1000)]
+        ramped_chunks = [as_chunk(item) for item in input_chunks(str(path), chunk_bases, 1000, ramp)]
+        assert [chunk.number for chunk in ramped_chunks] == list(range(len(ramped_chunks)))
+        def names_and_codes(chunks):
+            return [(chunk.name(i), chunk.codes[chunk.offsets[i] : chunk.offsets[i + 1]].tolist()) for chunk in chunks for i in range(chunk.count)]
+
+        assert names_and_codes(ramped_chunks) == names_and_codes(plain)
+        if path is not fasta:
+            assert reads_of(ramped_chunks) == reads_of(plain)
+        # A FASTQ range is cut at 2 bytes a base (its names make it hold a little less).
+        bases = [int(chunk.offsets[-1]) for chunk in ramped_chunks]
+        for number, held in enumerate(bases[:-1]):
+            target = ramped(chunk_bases, number, ramp)
+            assert 0.9 * target - 100 <= held <= target + 100, (path.name, number, bases[:8])
+        assert len(ramped_chunks) <= len(plain) + ramp
