@@ -274,6 +274,18 @@ class StreamedBlock:
         return self.residency.buffer(self.position, "samples")
 
 
+def _in_session(name: str):
+    """FMSearch's method ``name``, run in a session of the search's block residency."""
+
+    def method(self, *args, **kwargs):
+        with self.residency.session(self.queue):
+            return getattr(FMSearch, name)(self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = getattr(FMSearch, name).__doc__
+    return method
+
+
 class StreamingSearch(FMSearch):
     """:class:`FMSearch` over streamed blocks: each call that reads blocks runs in a session of
     their :class:`BlockResidency` (the kernels and their order are FMSearch's own)."""
@@ -282,25 +294,11 @@ class StreamingSearch(FMSearch):
         super().__init__(device, queue)
         self.residency = residency
 
-    def search(self, *args, **kwargs):
-        with self.residency.session(self.queue):
-            return super().search(*args, **kwargs)
-
-    def locate(self, *args, **kwargs):
-        with self.residency.session(self.queue):
-            return super().locate(*args, **kwargs)
-
-    def locate_intervals(self, *args, **kwargs):
-        with self.residency.session(self.queue):
-            return super().locate_intervals(*args, **kwargs)
-
-    def seed_occurrences(self, *args, **kwargs):
-        with self.residency.session(self.queue):
-            return super().seed_occurrences(*args, **kwargs)
-
-    def seed_hits(self, *args, **kwargs):
-        with self.residency.session(self.queue):
-            return super().seed_hits(*args, **kwargs)
+    search = _in_session("search")
+    locate = _in_session("locate")
+    locate_intervals = _in_session("locate_intervals")
+    seed_occurrences = _in_session("seed_occurrences")
+    seed_hits = _in_session("seed_hits")
 
 
 def processes_a_device(processes: int, devices: int) -> int:
