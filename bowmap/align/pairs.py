@@ -34,7 +34,7 @@ import numpy as np
 from bowmap.align.extend import Extender, Scored, mix, read_hashes
 from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality
 from bowmap.align.windows import Windows
-from bowmap.runtime.arrays import segment_ranges, unique
+from bowmap.runtime.arrays import run_ranks, segment_ranges, unique
 from bowmap.runtime.errors import UsageError
 
 UNPAIRED_PENALTY = 17  # bwa mem's -U
@@ -44,6 +44,7 @@ MAX_INSERT = 10_000  # pairs farther apart do not enter the model (bwa's max_ins
 UNIQUE_RATIO = 0.8  # a mate is unique when its second best scores at most this share of its best
 SUBOPTIMAL_PAIR_DELTA = 7  # pair scores this close to the best count as sub-optimal (bwa: a + b)
 RESCUE_MARGIN = 32  # bases added on each side of a rescue window: room for indels
+MAX_ANCHORS = 50  # alignments of a read that mate rescue starts from, at most (bwa's -m)
 ORIENTATIONS = ("FF", "FR", "RF", "RR")
 FR = 1
 
@@ -190,6 +191,10 @@ class PairChoice:
     proper: np.ndarray
 
 
+def _subset(placed: Placed, rows: np.ndarray) -> Placed:
+    return Placed(*(getattr(placed, name)[rows] for name in ("window", "read", "reverse", "start", "end", "contig", "score")))
+
+
 def _candidates(scored: Scored, extender: Extender, penalty: int) -> Placed:
     """Windows that could take part in a pair beating the unpaired choice or counting as its
     sub-optimal: within penalty + SUBOPTIMAL_PAIR_DELTA + 1 of their read's best."""
@@ -274,19 +279,38 @@ def best_pairs(placed: Placed, model: InsertModel, penalties: np.ndarray, count_
     return a, b, best, best_score, second_score, suboptimal
 
 
-def _rescue_windows(scored: Scored, extender: Extender, model: InsertModel, anchors: np.ndarray) -> tuple[Windows, np.ndarray]:
-    """Windows where the mates of the reads ``anchors`` (a mask: reads whose best alignment has
-    no concordant partner among its mate's candidates) must lie if that best alignment is
-    right: for a forward anchor projecting to start s, its mate on the reverse strand ending in
-    s + low .. s + high; for a reverse anchor ending at e, its mate forward starting in
-    e - high .. e - low; with RESCUE_MARGIN bases each side, inside the anchor's contig. Also
-    the mask of reads given windows."""
+def rescue_anchors(placed: Placed, concordant: np.ndarray, best_score: np.ndarray, reportable: np.ndarray, penalty: int,
+                   most: int = MAX_ANCHORS) -> np.ndarray:
+    """The candidates (indexes into ``placed``) that mate rescue starts from, as bwa's
+    mem_matesw: each read's candidates scoring at least its best (``best_score``, by read) less
+    ``penalty``, that reach the reporting minimum (the mask ``reportable``, by candidate) and
+    have no concordant partner among their mate's candidates (the mask ``concordant``, by
+    candidate); at most ``most`` a read, best first (ties: leftmost, then forward). One a
+    projected place: windows of one alignment found twice would only ask for the same rescue
+    window twice. Sorted by read, then that rank."""
+    rows = np.flatnonzero(~concordant & reportable & (placed.score >= best_score[placed.read] - penalty))
+    rows = rows[np.lexsort((placed.reverse[rows], placed.start[rows], -placed.score[rows], placed.read[rows]))]
+    read, reverse, start = placed.read[rows], placed.reverse[rows], placed.start[rows]
+    # Two windows of one place lie anywhere in their read's run (sorted by score first, and
+    # two windows may score one place a little differently): the first of each place is kept.
+    by_place = np.lexsort((np.arange(len(rows)), start, reverse, read))
+    read, reverse, start = read[by_place], reverse[by_place], start[by_place]
+    again = np.zeros(len(rows), dtype=bool)
+    again[1:] = (read[1:] == read[:-1]) & (reverse[1:] == reverse[:-1]) & (start[1:] == start[:-1])
+    distinct = np.ones(len(rows), dtype=bool)
+    distinct[by_place[again]] = False
+    rows = rows[distinct]
+    return rows[run_ranks(placed.read[rows]) < most]
+
+
+def _rescue_windows(extender: Extender, model: InsertModel, anchor: Placed) -> tuple[Windows, np.ndarray]:
+    """Windows where the mates of the ``anchor`` alignments must lie if those are right: for a
+    forward anchor projecting to start s, its mate on the reverse strand ending in s + low ..
+    s + high; for a reverse anchor ending at e, its mate forward starting in e - high ..
+    e - low; with RESCUE_MARGIN bases each side, inside the anchor's contig (one window an
+    anchor, the same window asked for twice made once). Also the mask of reads given windows."""
     count, index = extender.count, extender.index
-    reads = np.flatnonzero(anchors & (scored.best >= 0))
-    reported = scored.best_score[reads] + 2 * extender.scoring.clip_bonus >= extender.minimum()[reads]
-    reads = reads[reported]
-    anchor = _placed(scored, extender, scored.best[reads])
-    mate = reads ^ 1
+    mate = anchor.read ^ 1
     mate_length = extender.lengths[mate]
     forward = ~anchor.reverse
     start = np.where(forward, anchor.start + model.low - mate_length, anchor.end - model.high) - RESCUE_MARGIN
@@ -295,11 +319,12 @@ def _rescue_windows(scored: Scored, extender: Extender, model: InsertModel, anch
     contig_end = contig_start + index.contig_lengths[anchor.contig]
     start, end = np.maximum(start, contig_start), np.minimum(end, contig_end)
     usable = (end - start >= np.maximum(mate_length // 2, 1)) & (mate_length > 0)
-    order = np.lexsort((start[usable], forward[usable], mate[usable]))
-    windows = Windows(
-        read=mate[usable][order], reverse=forward[usable][order], start=start[usable][order], end=end[usable][order],
-        hits=np.zeros(int(usable.sum()), dtype=np.int64),
-    )
+    mate, forward, start, end = mate[usable], forward[usable], start[usable], end[usable]
+    order = np.lexsort((end, start, forward, mate))
+    mate, forward, start, end = mate[order], forward[order], start[order], end[order]
+    fresh = np.ones(len(mate), dtype=bool)
+    fresh[1:] = (mate[1:] != mate[:-1]) | (forward[1:] != forward[:-1]) | (start[1:] != start[:-1]) | (end[1:] != end[:-1])
+    windows = Windows(read=mate[fresh], reverse=forward[fresh], start=start[fresh], end=end[fresh], hits=np.zeros(int(fresh.sum()), dtype=np.int64))
     rescued = np.zeros(count, dtype=bool)
     rescued[windows.read] = True
     return windows, rescued
@@ -316,14 +341,18 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
         placed = _candidates(scored, extender, penalty)
         found = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))
         a, b = found[:2]
-        # As bwa's mem_matesw: a read's best alignment whose mate has no candidate concordant
-        # with it is an anchor, even where other candidates of the pair are concordant (in a
-        # repeat, the mate's true place may have lost its window to the family's other copies).
-        concordant = np.zeros(len(scored.windows), dtype=bool)
-        concordant[placed.window[a]] = True
-        concordant[placed.window[b]] = True
-        anchors = (scored.best >= 0) & ~concordant[np.maximum(scored.best, 0)]
-        extra, rescued = _rescue_windows(scored, extender, model, anchors)
+        # As bwa's mem_matesw: every alignment of a read within the unpaired penalty of its
+        # best whose mate has no candidate concordant with it is an anchor, even where other
+        # candidates of the pair are concordant. In a repeat the mate's true place may have
+        # lost its window to the family's other copies, and the read's own true place may tie
+        # with (or trail by a mismatch) a copy whose mate window was kept: rescuing from the
+        # best alone missed those pairs.
+        concordant = np.zeros(len(placed.read), dtype=bool)
+        concordant[a] = True
+        concordant[b] = True
+        reportable = placed.score + 2 * scoring.clip_bonus >= extender.minimum()[placed.read]
+        anchors = rescue_anchors(placed, concordant, scored.best_score, reportable, penalty)
+        extra, rescued = _rescue_windows(extender, model, _subset(placed, anchors))
         if len(extra):  # the candidates change: search again below
             scored, found = extender.add(scored, extra, rescued), None
     window, chosen_score = scored.best.copy(), scored.best_score.copy()

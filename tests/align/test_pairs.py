@@ -13,7 +13,7 @@ import numpy as np
 import pysam
 import pytest
 
-from bowmap.align.pairs import InsertModel, Placed, best_pairs, estimate_model, parse_insert_size
+from bowmap.align.pairs import InsertModel, Placed, best_pairs, estimate_model, parse_insert_size, rescue_anchors
 from bowmap.align.reads.pairs import read_pairs
 from bowmap.cli import main
 from bowmap.runtime.errors import BowmapError, UsageError
@@ -285,6 +285,63 @@ def test_random_candidates_match_the_python_reference(seed):
     check_against_python(candidates, model, pairs_count)
 
 
+def python_anchors(candidates, concordant, best, reportable, penalty, most):
+    """Mate rescue's anchors from plain loops: per read, the candidates within ``penalty`` of
+    ``best[read]``, reportable, with no concordant partner, best first (then leftmost, then
+    forward, then input order), one a (strand, start), at most ``most``."""
+    found = []
+    for read in sorted({c[0] for c in candidates}):
+        rows = [i for i, c in enumerate(candidates) if c[0] == read and not concordant[i] and reportable[i] and c[5] >= best[read] - penalty]
+        rows.sort(key=lambda i: (-candidates[i][5], candidates[i][2], candidates[i][1], i))
+        seen, kept = set(), []
+        for i in rows:
+            if (candidates[i][1], candidates[i][2]) not in seen:
+                seen.add((candidates[i][1], candidates[i][2]))
+                kept.append(i)
+        found += kept[:most]
+    return found
+
+
+def check_anchors(candidates, concordant, reportable, penalty, most):
+    reads = 1 + max((c[0] for c in candidates), default=0)
+    best = [max((c[5] for c in candidates if c[0] == read), default=0) for read in range(reads)]
+    got = rescue_anchors(placed_from(candidates), np.array(concordant, dtype=bool), np.array(best, dtype=np.int64),
+                         np.array(reportable, dtype=bool), penalty, most)
+    assert [int(row) for row in got] == python_anchors(candidates, concordant, best, reportable, penalty, most)
+    return [int(row) for row in got]
+
+
+def test_hand_made_anchors():
+    cases = [
+        candidate(0, False, 1000, score=100),  # 0: the best, concordant: no anchor
+        candidate(0, False, 5000, score=90),  # 1: within the penalty, no partner: an anchor
+        candidate(0, True, 7000, score=80),  # 2: 20 below the best: none
+        candidate(0, False, 6000, score=90),  # 3: ties with 1, to its right
+        candidate(0, False, 5000, score=88),  # 4: the place of 1 again (another window): none
+        candidate(1, True, 1200, score=60),  # 5: read 1's best, not reportable: none
+        candidate(1, True, 3000, score=59),  # 6: an anchor
+    ]
+    concordant = [True, False, False, False, False, False, False]
+    reportable = [True, True, True, True, True, False, True]
+    assert check_anchors(cases, concordant, reportable, 17, 50) == [1, 3, 6]
+    assert check_anchors(cases, concordant, reportable, 17, 1) == [1, 6]  # at most one a read: the leftmost of a tie
+    assert check_anchors(cases, [False] * 7, reportable, 0, 50) == [0]  # only the best, as before multi-anchor rescue
+    assert check_anchors([], [], [], 17, 50) == []
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_anchors_match_the_python_reference(seed):
+    rng = np.random.default_rng(seed)
+    candidates = []
+    for read in range(int(rng.integers(1, 40))):
+        for _ in range(int(rng.integers(0, 8))):
+            candidates.append(candidate(read, bool(rng.integers(0, 2)), int(rng.integers(0, 40)) * 50, score=int(rng.integers(60, 101))))
+    rng.shuffle(candidates)
+    concordant = list(rng.integers(0, 2, size=len(candidates)).astype(bool))
+    reportable = list(rng.integers(0, 5, size=len(candidates)) > 0)
+    check_anchors(candidates, concordant, reportable, int(rng.integers(0, 30)), int(rng.integers(1, 6)))
+
+
 # ------------------------------------------------------------------------------- end to end
 
 
@@ -457,6 +514,43 @@ def test_a_unique_mate_lifts_its_partner_in_a_repeat(tmp_path, capsys):
         assert first.is_proper_pair and second.is_proper_pair
         assert 1000 <= second.reference_start < 1400  # the copy next to its mate
         assert second.mapping_quality >= 40 and first.mapping_quality == 60
+        check_pair_fields(first, second)
+
+
+def test_rescue_starts_from_every_alignment_near_the_best(tmp_path):
+    """R1 lies in two identical copies, D and T; R2 in three, next to D (an insert 3.5 sd long),
+    X (no R1 near) and T (the insert's mean). With two windows a read, R2 keeps D's and X's
+    windows only (ties: leftmost), so the pair at T, the better one by its insert, is found
+    only by rescuing R2 from R1's copy at T, which is R1's best for some pairs and ties with
+    it for the others (bwa's mem_matesw starts from every hit within the unpaired penalty of
+    the best; rescuing from the best alone left about half these pairs at D)."""
+    rng = np.random.default_rng(11)
+    bases = np.frombuffer(b"ACGT", dtype=np.uint8)
+    genome = bases[rng.integers(0, 4, size=16000)].copy()
+    unit_one, unit_two = genome[1000:1130].copy(), genome[1305:1435].copy()
+    genome[12000:12130] = unit_one  # R1's copy T
+    genome[6000:6130] = unit_two  # R2's copy X: no R1 near
+    genome[12200:12330] = unit_two  # R2's copy T: insert 300 from R1's
+    text = genome.tobytes().decode()
+    reference = tmp_path / "ref.fa"
+    reference.write_text(">chr\n" + "\n".join(text[i : i + 60] for i in range(0, len(text), 60)) + "\n")
+    assert main(["-q", "index", str(reference), str(tmp_path / "ref")]) == 0
+    complement = str.maketrans("ACGT", "TGCA")
+    r1_records, r2_records = [], []
+    for k, start in enumerate(range(12000, 12030, 3)):
+        r1_records.append([f"@p{k}/1", text[start : start + 100], "+", "I" * 100])
+        r2_records.append([f"@p{k}/2", text[start + 200 : start + 300].translate(complement)[::-1], "+", "I" * 100])
+    write_fastq(tmp_path / "r1.fq", r1_records)
+    write_fastq(tmp_path / "r2.fq", r2_records)
+    out = tmp_path / "out.sam"
+    arguments = ["-q", "align", str(tmp_path / "ref"), str(tmp_path / "r1.fq"), str(tmp_path / "r2.fq"), "-o", str(out), "--devices", "cpu",
+                 "-I", "300,30", "--windows-per-read", "2"]
+    assert main(arguments) == 0
+    found = records(out)
+    assert len(found) == 20
+    for first, second in zip(found[0::2], found[1::2]):
+        assert first.is_proper_pair and second.is_proper_pair
+        assert (first.reference_start, second.reference_start) == (int(first.query_name[1:]) * 3 + 12000, int(first.query_name[1:]) * 3 + 12200)
         check_pair_fields(first, second)
 
 
