@@ -359,23 +359,24 @@ def _ranked(chunk, windows: Windows, score, window_end, count: int, delta: int):
     return best, best_score, second_score, suboptimal_counts(windows.read, score, count, best_score, delta, windows.reverse, end)
 
 
-# Window lengths enter new_windows's keys modulo this: windows are at most a read (up to 4096
-# bases in practice) plus three margins long, so two windows of one start never collide.
-WINDOW_LENGTH_KEY = 8192
-
-
 def new_windows(windows: Windows, extra: Windows, rescued: np.ndarray, index) -> Windows:
     """The windows of ``extra`` (windows of the reads in the mask ``rescued``) that ``windows``
     does not hold already (same read, strand, start and end): scoring them again would only cost
-    time."""
-    windows = Windows(*(getattr(windows, name)[rescued[windows.read]] for name in Windows.FIELDS))  # the few rescued reads'
-    span = int(index.total_length) + 1
-    reads = int(max(windows.read.max(initial=0), extra.read.max(initial=0))) + 1
-    if 2 * reads * span * WINDOW_LENGTH_KEY >= 2**62:  # keys would overflow: score the repeats
+    time. Rows are matched by sorting both sets together (no packed keys, which overflowed on
+    large chunks of a large genome and then let repeats through)."""
+    old = Windows(*(getattr(windows, name)[rescued[windows.read]] for name in Windows.FIELDS))  # the few rescued reads'
+    if len(extra) == 0 or len(old) == 0:
         return extra
-
-    def keys(w: Windows) -> np.ndarray:
-        return ((w.read * 2 + w.reverse) * span + w.start) * WINDOW_LENGTH_KEY + (w.end - w.start) % WINDOW_LENGTH_KEY
-
-    fresh = ~np.isin(keys(extra), keys(windows))
-    return Windows(*(getattr(extra, name)[fresh] for name in Windows.FIELDS))
+    columns = [np.concatenate((getattr(old, name), getattr(extra, name))).astype(np.int64) for name in ("read", "reverse", "start", "end")]
+    is_old = np.r_[np.ones(len(old), dtype=bool), np.zeros(len(extra), dtype=bool)]
+    order = np.lexsort((~is_old, *columns[::-1]))  # by read, strand, start, end; old rows first
+    same = np.ones(len(order) - 1, dtype=bool)
+    for column in columns:
+        same &= column[order][1:] == column[order][:-1]
+    # A row equal to the one before it joins that run; a new row is fresh when its run has no old row.
+    run = np.cumsum(np.r_[True, ~same]) - 1
+    has_old = np.zeros(run[-1] + 1, dtype=bool)
+    has_old[run[is_old[order]]] = True
+    fresh = np.zeros(len(order), dtype=bool)
+    fresh[order] = ~has_old[run]
+    return Windows(*(getattr(extra, name)[fresh[len(old):]] for name in Windows.FIELDS))

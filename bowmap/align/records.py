@@ -243,8 +243,9 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
     fixed_second = np.asarray(second, dtype=np.int64).copy()
     moved = np.zeros(count, dtype=bool)
     moved[read[~with_primary]] = True
-    if moved.any():
-        rivals = found[moved[windows.read[found]] & ~apart[found]]
+    if moved.any():  # its rivals: all its other alignments (found holds them only for clipped reads)
+        rivals = candidates(scored, np.where(mapped, chosen, -1), _reportable(extender, scored) & moved[windows.read])
+        rivals = rivals[~apart[rivals]]
         fixed_second[moved] = NO_SCORE
         np.maximum.at(fixed_second, windows.read[rivals], scored.score[rivals].astype(np.int64))
     mapq = np.zeros(len(read), dtype=np.uint8)

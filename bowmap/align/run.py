@@ -103,11 +103,13 @@ def run_align(options: AlignOptions) -> dict:
         # What bowmap may use of each device (--device-mem caps it): the processes' share and
         # the blocks' residency are planned within it.
         capped_infos = [
-            dataclasses.replace(info, global_memory=min(info.global_memory, options.device_memory or info.global_memory))
+            dataclasses.replace(info, global_memory=min(info.global_memory, info.global_memory if options.device_memory is None else options.device_memory))
             for info in device_infos
         ]
         needed = sum(block_device_bytes(block) for block in index.blocks) + text_device_bytes(index)
         bound = chunk_bound(options.reads, (options.chunk_bases or DEFAULT_CHUNK_BASES) // (2 if options.mates else 1))
+        if bound is not None and not options.paired:
+            bound += FIRST_CHUNKS_RAMP  # the first chunks are smaller (see below): up to this many more
         processes = 1 if options.serial else options.processes or default_processes(capped_infos, needed, bound)
         if not options.serial and options.processes and (processes := capped_processes(options.processes, bound)) < options.processes:
             log.info("-p %d: %d worker process(es), at most %d a CPU core and one a chunk of the input (%s)", options.processes,

@@ -57,9 +57,9 @@ def add_parser(subparsers):
     output.add_argument("--max-alternatives", type=integer(0, 1000), default=5, metavar="N",
                         help="XA lists a read's alternative hits (scoring 80%% of its best or more) when it has at most N (default 5, bwa's -h; 0: no XA)")
     output.add_argument("--secondary", type=integer(0, 1000), default=0, metavar="N",
-                        help="write up to N alternative hits as secondary records (FLAG 0x100) in place of XA (default 0; single-end reads)")
+                        help="write up to N alternative hits as secondary records (FLAG 0x100) in place of XA (default 0)")
     output.add_argument("--no-supplementary", action="store_true",
-                        help="no split reads: by default a part of a read clipped off its primary and aligned elsewhere gets a supplementary record and SA (single-end reads)")
+                        help="no split reads: by default a part of a read clipped off its primary and aligned elsewhere gets a supplementary record and SA")
     output.add_argument("--hard-clip-supplementary", action="store_true",
                         help="write supplementary records hard-clipped (H; SEQ and QUAL of the aligned part only), as bwa does without -Y (default: soft-clipped)")
     output.add_argument("-M", "--split-as-secondary", action="store_true", help="mark the split reads' supplementary records secondary (FLAG 0x100), as bwa's -M (for Picard)")

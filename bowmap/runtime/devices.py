@@ -430,7 +430,7 @@ def parse_memory(text: str) -> int:
         value = float(number) * units[unit]
     except ValueError:
         raise UsageError(f"{text!r} is not a memory size (examples: 512M, 2G, 1.5GiB)") from None
-    if not 0 < value < 1 << 60:
-        raise UsageError(f"memory size {text!r} must be positive and finite")
+    if not 1 <= value < 1 << 60:
+        raise UsageError(f"memory size {text!r} must be positive and finite (one byte or more)")
     return int(value)
 

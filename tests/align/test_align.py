@@ -399,7 +399,8 @@ def test_processes_asked_for_are_capped_by_the_cores_and_the_chunks(indexes, tmp
     code, _, err = run(capsys, "align", indexes[0], plain, "-o", tmp_path / "out.sam", "--devices", "cpu", "-p", "1000",
                        "--chunk-bases", "10000")
     assert code == 0, err
-    assert "-p 1000: 2 worker process(es), at most 2 a CPU core and one a chunk of the input (at most 2)" in err
+    # 2 chunks of 10,000 bases, and up to 4 more: the smaller first chunks (run.FIRST_CHUNKS_RAMP)
+    assert "-p 1000: 6 worker process(es), at most 2 a CPU core and one a chunk of the input (at most 6)" in err
 
 
 def test_chunk_bound_never_undercounts_an_uncompressed_input(tmp_path):

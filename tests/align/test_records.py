@@ -81,6 +81,31 @@ def test_candidates_equal_a_plain_loop(seed):
     assert got.tolist() == plain_candidates(read, reverse, start, window_end, score, chosen, reportable)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_new_windows_leaves_out_exactly_the_windows_a_read_has(seed):
+    """extend.new_windows against a set of tuples, with reads and text positions far past what
+    packed int64 keys held (a large chunk of a human-size genome), and duplicates in both."""
+    from bowmap.align.extend import new_windows
+
+    rng = np.random.default_rng(seed)
+
+    def made(n, reads):
+        read = np.sort(rng.choice(reads, size=n))
+        start = rng.integers(0, 3, size=n) + 3_000_000_000
+        return Windows(read, rng.random(n) < 0.5, start, start + rng.integers(150, 153, size=n), rng.integers(1, 5, size=n))
+
+    reads = rng.integers(0, 2_000_000, size=40)
+    old, extra = made(int(rng.integers(0, 200)), reads), made(int(rng.integers(0, 200)), reads)
+    rescued = np.zeros(2_000_000, dtype=bool)
+    rescued[rng.choice(reads, size=30)] = True
+    extra = Windows(*(getattr(extra, name)[rescued[extra.read]] for name in Windows.FIELDS))
+    index = SimpleNamespace(total_length=3_100_000_000)
+    got = new_windows(old, extra, rescued, index)
+    have = {(r, v, a, b) for r, v, a, b in zip(old.read, old.reverse, old.start, old.end) if rescued[r]}
+    expected = [i for i, key in enumerate(zip(extra.read, extra.reverse, extra.start, extra.end)) if key not in have]
+    assert [tuple(getattr(got, name)) for name in Windows.FIELDS] == [tuple(getattr(extra, name)[expected]) for name in Windows.FIELDS]
+
+
 # ------------------------------------------------------------------------ whole runs
 
 
@@ -204,6 +229,16 @@ def test_split_as_secondary_and_no_supplementary(genome, made_reads, tmp_path):
     assert marked[1].query_sequence is not None  # a split part keeps SEQ, as bwa -M
     plain = align(genome, made_reads, tmp_path, "--no-supplementary")
     assert all(len(rows) == 1 and not rows[0].has_tag("SA") for rows in plain.values())
+
+
+def test_a_repeat_primary_keeps_its_rival_without_supplementary_records(genome, tmp_path):
+    """80 bases of the twice-copied segment + 70 of chrB: the primary's equal copy is its rival
+    (MAPQ 0, XS its score less the clip penalty) whether the clipped part is written as a supplementary record or not
+    (with --no-supplementary the rival was once lost with the split candidates)."""
+    split, _, _ = chimera(genome.a, 1100, 80, genome.b, 3000, 70, False)
+    for options in ([], ["--no-supplementary"], ["--no-supplementary", "--secondary", "3"], ["--max-alternatives", "0"]):
+        primary = align(genome, {"split": split}, tmp_path, *options)["split"][0]
+        assert primary.mapping_quality == 0 and primary.get_tag("XS") == primary.get_tag("AS") - 5, options
 
 
 def test_records_are_the_same_whatever_the_chunks_and_processes(genome, made_reads, tmp_path):

@@ -60,6 +60,13 @@ def test_parse_memory(text, size):
     assert parse_memory(text) == size
 
 
+@pytest.mark.parametrize("text", ["abc", "0", "0.5", "1e-9", "-2G", "nan", "inf", ""])
+def test_parse_memory_refuses_what_is_no_size(text):
+    """A usage error (exit 2), never a size that reads as 'no cap' (0 bytes once truncated)."""
+    with pytest.raises(UsageError):
+        parse_memory(text)
+
+
 def test_program_is_built_once_per_context_and_options():
     device = open_devices("cpu")[0]
     assert open_devices("cpu")[0] is device  # one context per device

@@ -77,8 +77,9 @@ _PROBE_BYTES = 1 << 16  # bytes read at a time around a cut (grown for longer re
 
 
 def chunk_bound(path: str | None, chunk_bases: int) -> int | None:
-    """At most how many pieces :func:`input_chunks` makes of an uncompressed file: every piece
-    but the last holds ``chunk_bases`` bases or more (a FASTQ range, 2 x ``chunk_bases`` bytes
+    """At most how many pieces :func:`input_chunks` makes of an uncompressed file without a ramp
+    of smaller first chunks (the caller adds those): every piece but the last holds
+    ``chunk_bases`` bases or more (a FASTQ range, 2 x ``chunk_bases`` bytes
     or more), and a base takes a byte of a FASTA file, two of a FASTQ file (its quality). None
     for standard input, a pipe or a gzip file, whose size does not tell."""
     file = None if path is None else file_head(path, max(1, chunk_bases))
