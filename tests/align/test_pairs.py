@@ -17,6 +17,7 @@ from bowmap.align.pairs import InsertModel, Placed, best_pairs, estimate_model, 
 from bowmap.align.reads.pairs import read_pairs
 from bowmap.cli import main
 from bowmap.runtime.errors import BowmapError, UsageError
+from tests.conftest import write_fasta
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 LAMBDA = DATA / "lambda_virus.fa"
@@ -352,6 +353,13 @@ def paired(indexes, tmp_path_factory):
     return out
 
 
+def indexed(tmp_path, genome: np.ndarray) -> str:
+    """``genome`` (ASCII bases) as one contig "chr", indexed at tmp_path/ref; its text."""
+    text = genome.tobytes().decode()
+    assert main(["-q", "index", write_fasta(tmp_path / "ref.fa", [("chr", text)]), str(tmp_path / "ref")]) == 0
+    return text
+
+
 def records(path):
     with pysam.AlignmentFile(str(path)) as sam:
         return list(sam)
@@ -492,10 +500,7 @@ def test_a_unique_mate_lifts_its_partner_in_a_repeat(tmp_path, capsys):
     bases = np.frombuffer(b"ACGT", dtype=np.uint8)
     genome = bases[rng.integers(0, 4, size=6000)].copy()
     genome[4000:4400] = genome[1000:1400]  # the repeat: R2's region, twice
-    text = genome.tobytes().decode()
-    reference = tmp_path / "ref.fa"
-    reference.write_text(">chr\n" + "\n".join(text[i : i + 60] for i in range(0, len(text), 60)) + "\n")
-    assert main(["-q", "index", str(reference), str(tmp_path / "ref")]) == 0
+    text = indexed(tmp_path, genome)
     complement = str.maketrans("ACGT", "TGCA")
     r1_records, r2_records = [], []
     for k, start in enumerate(range(850, 950, 10)):
@@ -531,10 +536,7 @@ def test_rescue_starts_from_every_alignment_near_the_best(tmp_path):
     genome[12000:12130] = unit_one  # R1's copy T
     genome[6000:6130] = unit_two  # R2's copy X: no R1 near
     genome[12200:12330] = unit_two  # R2's copy T: insert 300 from R1's
-    text = genome.tobytes().decode()
-    reference = tmp_path / "ref.fa"
-    reference.write_text(">chr\n" + "\n".join(text[i : i + 60] for i in range(0, len(text), 60)) + "\n")
-    assert main(["-q", "index", str(reference), str(tmp_path / "ref")]) == 0
+    text = indexed(tmp_path, genome)
     complement = str.maketrans("ACGT", "TGCA")
     r1_records, r2_records = [], []
     for k, start in enumerate(range(12000, 12030, 3)):
