@@ -357,8 +357,8 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             scored, found = extender.add(scored, extra, rescued), None
     window, chosen_score = scored.best.copy(), scored.best_score.copy()
     second = scored.second_score.copy()
-    mapq = mapping_quality(np.where(window >= 0, chosen_score, 0), second, extender.lengths, scoring, scored.suboptimal,
-                           extender.tandem(scored, window))
+    tandem = extender.tandem(scored, window)
+    mapq = mapping_quality(np.where(window >= 0, chosen_score, 0), second, extender.lengths, scoring, scored.suboptimal, tandem)
     proper = np.zeros(count, dtype=bool)
     if model.failed:
         return scored, PairChoice(window, chosen_score, second, mapq, proper)
@@ -377,7 +377,9 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             chosen_score[reads] = scored.score[chosen]
             # The best among the read's other alignments: its own best when another was chosen.
             second[reads] = np.where(chosen == scored.best[reads], scored.second_score[reads], scored.best_score[reads])
-        tandem = extender.tandem(scored, window)
+        moved = window != scored.best  # the pair chose another window: its tandem score anew
+        if moved.any():
+            tandem = np.where(moved, extender.tandem(scored, np.where(moved, window, -1)), tandem)
         single = mapping_quality(chosen_score, second, extender.lengths, scoring, scored.suboptimal, tandem).astype(np.int64)
         against = np.maximum(second_pair[wins], unpaired[wins])
         pair_mapq = np.floor(6.02 * (pair_score[wins] - against) / scoring.match + 0.499).astype(np.int64)
