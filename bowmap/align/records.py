@@ -206,11 +206,10 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
     start[mapped], end[mapped] = forward_interval(primary.read_start, primary.read_end, primary_reverse, lengths[mapped])
     alternatives = alternatives.subset(mapped[windows.read[alternatives.window]]) if len(alternatives.window) else alternatives
     clipped = options.supplementary & ((lengths - (end - start)) * scoring.match >= minimum)
-    found = np.zeros(0, dtype=np.int64)
-    split_candidates = found
+    split_candidates = np.zeros(0, dtype=np.int64)
     if clipped.any():
-        # Every window of a read whose primary leaves a part clipped (its split part and the
-        # rivals of one). Where each lies on the read, before tracing: it ends at its window's
+        # The other alignments of the reads whose primary leaves a part clipped. Where each lies
+        # on the read, before tracing: it ends at its window's
         # read end and spans at least score / match bases. Those clear of the primary there,
         # best first, are traced for the split (a part in a repeat has many copies that
         # overlap the primary: ranking all of them would crowd the other part out).
@@ -243,7 +242,7 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
     fixed_second = np.asarray(second, dtype=np.int64).copy()
     moved = np.zeros(count, dtype=bool)
     moved[read[~with_primary]] = True
-    if moved.any():  # its rivals: all its other alignments (found holds them only for clipped reads)
+    if moved.any():  # a moved read's rivals: its other alignments but the split parts
         rivals = candidates(scored, np.where(mapped, chosen, -1), _reportable(extender, scored) & moved[windows.read])
         rivals = rivals[~apart[rivals]]
         fixed_second[moved] = NO_SCORE
