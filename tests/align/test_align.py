@@ -13,6 +13,7 @@ import pysam
 import pytest
 
 from bowmap.cli import main
+from conftest import DEVICE_SPECS
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 LAMBDA = DATA / "lambda_virus.fa"
@@ -122,7 +123,8 @@ def test_small_first_chunks_give_the_same_sam(indexes, aligned, tmp_path, capsys
 def test_many_blocks_make_hits_on_the_device_and_the_same_sam_as_on_the_host(indexes, tmp_path, capsys, monkeypatch):
     """With several index blocks the seeds are searched, chosen and located on the device
     (FMSearch.seed_hits), and the SAM, single and paired, is byte for byte the one made from the
-    host's hits (SeedFilter._hits: hits_on_device=False), the reference."""
+    host's hits (SeedFilter._hits: hits_on_device=False), the reference. On the kernel tests'
+    first device (BOWMAP_TEST_DEVICES)."""
     from bowmap.align.windows import SeedFilter
 
     original = SeedFilter.__init__
@@ -135,7 +137,8 @@ def test_many_blocks_make_hits_on_the_device_and_the_same_sam_as_on_the_host(ind
         monkeypatch.setattr(SeedFilter, "__init__", init)
         for name, reads in (("single", [READS]), ("paired", [DATA / "lambda_pairs_R1.fq.gz", DATA / "lambda_pairs_R2.fq.gz"])):
             out = tmp_path / f"{name}-{hits_on_device}.sam"
-            code, _, err = run(capsys, "-q", "align", indexes[1], *reads, "-o", out, "--devices", "cpu", "--chunk-bases", "20000")
+            code, _, err = run(capsys, "-q", "align", indexes[1], *reads, "-o", out, "--devices", DEVICE_SPECS[0], "-p", "1",
+                                "--chunk-bases", "20000")
             assert code == 0, err
             outputs[name, hits_on_device] = [line for line in out.read_bytes().splitlines() if not line.startswith(b"@PG")]
     assert made and all(blocks > 1 and on_device == wanted for wanted, blocks, on_device in made)
