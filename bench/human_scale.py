@@ -334,6 +334,17 @@ def devices_line(log: Path) -> str | None:
     return None
 
 
+def run_layout(log: Path) -> str | None:
+    """How the run was laid out, from its log: its worker processes or queue pairs (the devices
+    line), and whether the blocks stayed resident or were mapped block by block."""
+    text = log.read_text(errors="replace")
+    layout = next((line.split(";", 1)[1].rsplit(" [", 1)[0].strip() for line in text.splitlines()
+                   if "] devices: " in line and ";" in line), None)  # fmt: skip
+    if layout is None:
+        return None
+    return f"{layout}, {'block by block' if 'mapping block by block' in text else 'every block resident'}"
+
+
 def timed_run(case: Case, kind: str, repeat: int, folder: Path, args, budget: Budget, warmed: set) -> dict:
     """One timed run (``kind`` whole or copies), or its cached result. A case's first run made
     here follows an untimed one on its warm-up reads (kernels compiled, index in the page cache)."""
@@ -357,7 +368,8 @@ def timed_run(case: Case, kind: str, repeat: int, folder: Path, args, budget: Bu
         warmed.add(case.id)
     note(f"{case.label} {case.reads.mode}: {kind} run {repeat + 1}")
     seconds, peak = end_to_end.run_measured(command, out.with_suffix(".log"))
-    result = {"seconds": seconds, "peak_rss_kib": peak, "devices": devices_line(out.with_suffix(".log"))}
+    result = {"seconds": seconds, "peak_rss_kib": peak, "devices": devices_line(out.with_suffix(".log")),
+              "layout": run_layout(out.with_suffix(".log"))}
     if kind == "copies":
         out.unlink(missing_ok=True)
     note(f"{case.label} {case.reads.mode}: {kind} {seconds:.2f} s, peak RSS {peak / 2**20:.2f} GiB")
@@ -436,7 +448,8 @@ def run_cases(cases: list[Case], work: Path, args, budget: Budget) -> None:
             "peak_rss_kib": max(result["peak_rss_kib"] for kind in times[case.id].values() for result in kind),
             "right_pct": 100 * score["right"] / max(score["records"], 1), "wrong_q20": score["wrong_q20"],
             "proper_pct": None if score["proper"] is None else 100 * score["proper"] / max(score["records"], 1),
-            "devices": times[case.id]["whole"][-1]["devices"], "arguments": case.extra + args.align_args,
+            "devices": times[case.id]["whole"][-1]["devices"], "layout": times[case.id]["whole"][-1].get("layout"),
+            "arguments": case.extra + args.align_args,
             "sources": args.sources[:12], "machine": args.machine,
         })  # fmt: skip
     if failed:
@@ -615,6 +628,10 @@ def report(work: Path) -> str:
                    f"best of {sample['repeat']} run(s); right: primary on the true strand, unclipped start within 5 bp")  # fmt: skip
     out.append("")
     out.append(render(table_rows(rows)))
+    layouts = [f"  {row.get('label', row['id'])}, {row['mode']}: {row['layout']}" for row in timed if row.get("layout")]
+    if layouts:
+        out.append("layouts (from each run's log):")
+        out.extend(layouts)
     out.append("")
     listed = [["goal (issue 20)", "measured", ""]]
     for goal, measured, met in goals(rows):
