@@ -121,8 +121,10 @@ def plan_memory(index: FMIndex, memories: list[int], chunk_bases: int | None, qu
     process (None: chosen here, ``default_pairs`` where they fit).
 
     1. Every block stays resident where the blocks, the text and the pairs' buffers fit: with
-       ``default_pairs``, else with one; chunks not given are DEFAULT_CHUNK_BASES, or fewer (one
-       pair, down to SMALLEST_RESIDENT_CHUNK_BASES) rather than streaming.
+       ``default_pairs``, else (neither chunk nor pairs given) as many of them as fit with chunks
+       of at least half DEFAULT_CHUNK_BASES, else with one; chunks not given are
+       DEFAULT_CHUNK_BASES, or fewer (one pair, down to SMALLEST_RESIDENT_CHUNK_BASES) rather
+       than streaming.
     2. Otherwise the blocks are streamed, with one queue pair unless asked for more (the rounds
        of seeds take turns on the slots anyway). The blocks sweep through the device a few times
        a chunk whatever its size, so the larger the chunk the less each read pays for the uploads
@@ -143,10 +145,22 @@ def plan_memory(index: FMIndex, memories: list[int], chunk_bases: int | None, qu
     def plan(bases: int, pairs: int, slots: list[int]) -> MemoryPlan:
         return MemoryPlan(bases, pairs, tuple(slots), len(blocks), tuple(memories))
 
+    def fits(pairs: int, bases: int) -> bool:
+        return all(resident + pairs * queue_pair_bytes(index, bases) <= memory for memory in memories)
+
     everything = [len(blocks)] * len(memories)
-    for pairs in dict.fromkeys((queue_pairs or default_pairs, queue_pairs or 1)):
-        if all(resident + pairs * queue_pair_bytes(index, chunk_bases or DEFAULT_CHUNK_BASES) <= memory for memory in memories):
-            return plan(chunk_bases or DEFAULT_CHUNK_BASES, pairs, everything)
+    chunk = chunk_bases or DEFAULT_CHUNK_BASES
+    if fits(queue_pairs or default_pairs, chunk):
+        return plan(chunk, queue_pairs or default_pairs, everything)
+    if chunk_bases is None and queue_pairs is None:
+        # Rather than fewer pairs, smaller chunks, down to half the usual: a pair is a thread
+        # of host work, which is what a process short of device memory lacks.
+        for pairs in range(default_pairs, 1, -1):
+            bases = min(fitting_bases(memory - resident, pairs) for memory in memories)
+            if bases >= DEFAULT_CHUNK_BASES // 2:
+                return plan(bases, pairs, everything)
+    if queue_pairs is None and fits(1, chunk):
+        return plan(chunk, 1, everything)
     pairs = queue_pairs or 1
     if chunk_bases is None:
         smaller = min(fitting_bases(memory - resident, pairs) for memory in memories)

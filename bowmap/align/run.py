@@ -18,7 +18,14 @@ import threading
 import time
 
 from bowmap.align.options import AlignOptions
-from bowmap.align.workers import MOST_WORKERS_PER_CORE, ProcessWorker, capped_processes, default_processes, device_workers
+from bowmap.align.workers import (
+    MOST_WORKERS_PER_CORE,
+    ProcessWorker,
+    capped_processes,
+    default_processes,
+    default_queue_pairs,
+    device_workers,
+)
 
 log = logging.getLogger("bowmap.align")
 
@@ -116,7 +123,8 @@ def run_align(options: AlignOptions) -> dict:
                      processes, MOST_WORKERS_PER_CORE, "unknown" if bound is None else f"at most {bound}")
         plan = plan_memory(
             index, [info.global_memory // processes_a_device(processes, len(device_infos)) for info in capped_infos],
-            options.chunk_bases, 1 if options.serial else options.queues_per_device, 2 if processes == 1 else 1, available_memory(),
+            options.chunk_bases, 1 if options.serial else options.queues_per_device,
+            default_queue_pairs(capped_infos, processes, bound, chosen=not options.serial and not options.processes), available_memory(),
             # chunks a streamed run holds at once: run_processes' or run_threaded's (queue_size=1) bound
             processes * 4 if processes > 1 else 3 + 2 * (options.queues_per_device or 1),
         )

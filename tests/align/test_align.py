@@ -387,6 +387,15 @@ def test_default_processes_follow_cores_and_device_memory(monkeypatch):
     assert align.default_processes([gpu], 15 << 30, chunks=2000) == 5
     assert align.default_processes([gpu], 15 << 30, chunks=8) == 5
     assert align.default_processes([cpu], chunks=8) == 1
+    # Queue pairs a process: two alone, one beside others, more where device memory held the
+    # processes below the cores' 15 (at most four).
+    assert align.default_queue_pairs([cpu], 1) == 2
+    assert align.default_queue_pairs([gpu], 15) == 1
+    assert align.default_queue_pairs([gpu], 5) == 3
+    assert align.default_queue_pairs([gpu], 3) == 4 and align.default_queue_pairs([gpu], 1) == 4
+    assert align.default_queue_pairs([gpu], 3, chosen=False) == 1  # -p 3 asked for
+    assert align.default_queue_pairs([gpu], 1, chosen=False) == 2
+    assert align.default_queue_pairs([gpu], 3, chunks=6) == 2  # six chunks: two a process
 
 
 def test_processes_asked_for_are_capped_by_the_cores_and_the_chunks(indexes, tmp_path, capsys, monkeypatch):

@@ -127,7 +127,15 @@ def test_the_plan_streams_only_what_does_not_fit():
         return bases
 
     assert layout(plan(everything + 2 * pair)) == (DEFAULT_CHUNK_BASES, 2, (6,), False)
-    assert layout(plan(everything + 2 * pair - 1)) == (DEFAULT_CHUNK_BASES, 1, (6,), False)  # one pair fits where two do not
+    # Two pairs with a slightly smaller chunk rather than one: down to half the usual chunk.
+    assert layout(plan(everything + 2 * pair - 1)) == (DEFAULT_CHUNK_BASES - 1, 2, (6,), False)
+    assert layout(plan(everything + pair)) == (DEFAULT_CHUNK_BASES, 1, (6,), False)  # one pair fits, two only with half chunks
+    # A process short of device memory gets up to four pairs (default_queue_pairs): as many as
+    # take chunks of half the usual or more.
+    assert layout(plan_memory(index, [everything + 4 * pair], None, None, 4, None, 5)) == (DEFAULT_CHUNK_BASES, 4, (6,), False)
+    three = plan_memory(index, [everything + 2 * pair], None, None, 4, None, 5)
+    assert layout(three) == (largest_chunk(2 * pair, 3), 3, (6,), False) and three.chunk_bases >= DEFAULT_CHUNK_BASES // 2
+    assert layout(plan_memory(index, [everything + 2 * pair], None, 1, 4, None, 5)) == (DEFAULT_CHUNK_BASES, 1, (6,), False)
     # Two pairs asked for: a smaller chunk; with the chunk given too, streamed.
     assert layout(plan(everything + 2 * pair - 1, queue_pairs=2)) == (DEFAULT_CHUNK_BASES - 1, 2, (6,), False)
     assert layout(plan(everything + 2 * pair - 1, DEFAULT_CHUNK_BASES, queue_pairs=2)) == (DEFAULT_CHUNK_BASES, 2, (5,), True)
