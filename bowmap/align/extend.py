@@ -14,7 +14,7 @@ import numpy as np
 
 from bowmap.align.mapq import NO_SCORE
 from bowmap.align.options import AlignOptions
-from bowmap.align.tandem import tandem_scores
+from bowmap.align.tandem import REPEAT_SHARE_POWER, periodic_share, tandem_scores
 from bowmap.align.windows import Windows
 from bowmap.runtime.arrays import segment_ranges, unique
 
@@ -239,6 +239,18 @@ class Extender:
         )
         return tandem
 
+    def repeat_share(self, scored: Scored, chosen_window: np.ndarray, tandem: np.ndarray) -> np.ndarray:
+        """Each read's repetitive share for its MAPQ (mapping_quality's ``repetitive``): its
+        periodic_share on the aligned strand to the power REPEAT_SHARE_POWER, for reads whose
+        alignment ends in a microsatellite (a ``tandem`` score); 0 for the others, whose
+        periodic share is never near 1 (and need no test)."""
+        share = np.zeros(self.count, dtype=np.float64)
+        reads = np.flatnonzero((chosen_window >= 0) & (tandem != NO_SCORE))
+        if len(reads):
+            reverse = scored.windows.reverse[chosen_window[reads]]
+            share[reads] = periodic_share(self.chunk.both_codes, self.read_offsets[reads + self.count * reverse], self.lengths[reads])
+        return share**REPEAT_SHARE_POWER
+
     def minimum(self) -> np.ndarray:
         return minimum_scores(self.lengths, self.scoring, self.options.end_to_end, self.options.min_score)
 
@@ -305,8 +317,10 @@ class Extender:
         score_out[mapped] = traced.score
         second = np.where(mapped, second_score, NO_SCORE).astype(np.int32)
         if mapq is None:
-            tandem = self.tandem(scored, np.where(mapped, chosen_window, -1))
-            mapq = mapping_quality(np.where(mapped, compared_score, 0), second, lengths, self.scoring, suboptimal, tandem)
+            chosen = np.where(mapped, chosen_window, -1)
+            tandem = self.tandem(scored, chosen)
+            mapq = mapping_quality(np.where(mapped, compared_score, 0), second, lengths, self.scoring, suboptimal, tandem,
+                                   self.repeat_share(scored, chosen, tandem))
         return ChunkAlignments(
             mapped=mapped,
             reverse=np.where(mapped, windows.reverse[np.maximum(chosen_window, 0)], False) if len(windows) else mapped.copy(),

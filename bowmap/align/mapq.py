@@ -17,8 +17,11 @@ branch), with the read length in place of the alignment's span:
   ``n > 0``; clipped to 0..60.
 
 bwa then scales by ``1 - frac_rep`` (the share of the read covered by seeds occurring more than
-500 times); bowmap does not (see the README): its reads in microsatellites and homopolymers are
-held down by the tandem score instead. MAPQ 255 ("not available") is never produced.
+500 times), last: ``q = int(q (1 - frac_rep) + 0.499)``. bowmap does the same with ``repetitive``
+in its place (bowmap.align.tandem's ``periodic_share``, to the power REPEAT_SHARE_POWER, for
+reads whose alignment ends in a microsatellite): the share of the read in microsatellites, where
+every seed is that repetitive; seeds of interspersed repeats are not counted (their reads'
+MAPQ holds as it is, see the README). MAPQ 255 ("not available") is never produced.
 """
 
 from __future__ import annotations
@@ -34,11 +37,11 @@ LENGTH_COEFFICIENT = 50
 NO_SCORE = np.iinfo(np.int32).min
 
 
-def mapping_quality(score, second_score, read_lengths, scoring, suboptimal=None, tandem=None) -> np.ndarray:
+def mapping_quality(score, second_score, read_lengths, scoring, suboptimal=None, tandem=None, repetitive=None) -> np.ndarray:
     """MAPQ (uint8[n], 0..60) of reads with best ``score`` and ``second_score`` (``NO_SCORE`` when
-    none), ``read_lengths`` in bases, ``suboptimal`` other alignments near the best (None: 0)
-    and ``tandem`` scores (None or NO_SCORE: none), under ``scoring`` (integer attributes
-    ``match`` and ``mismatch``, both positive)."""
+    none), ``read_lengths`` in bases, ``suboptimal`` other alignments near the best (None: 0),
+    ``tandem`` scores (None or NO_SCORE: none) and ``repetitive`` shares (bwa's frac_rep, 0..1;
+    None: 0), under ``scoring`` (integer attributes ``match`` and ``mismatch``, both positive)."""
     match = float(scoring.match)
     mismatch = float(scoring.mismatch)
     if match <= 0 or mismatch <= 0:
@@ -58,4 +61,6 @@ def mapping_quality(score, second_score, read_lengths, scoring, suboptimal=None,
         others = np.asarray(suboptimal, dtype=np.float64)
         quality -= np.where(others > 0, np.trunc(4.343 * np.log(others + 1.0) + 0.499), 0.0)
     quality = np.clip(np.where(usable, quality, 0.0), 0, MAXIMUM_MAPQ)
+    if repetitive is not None:
+        quality = np.trunc(quality * (1.0 - np.clip(np.asarray(repetitive, dtype=np.float64), 0.0, 1.0)) + 0.499)
     return quality.astype(np.uint8)
