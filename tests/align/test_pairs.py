@@ -13,7 +13,7 @@ import numpy as np
 import pysam
 import pytest
 
-from bowmap.align.pairs import InsertModel, Placed, best_pairs, estimate_model, parse_insert_size, rescue_anchors
+from bowmap.align.pairs import InsertModel, Placed, best_pairs, estimate_model, pair_quality, parse_insert_size, rescue_anchors
 from bowmap.align.reads.pairs import read_pairs
 from bowmap.cli import main
 from bowmap.runtime.errors import BowmapError, UsageError
@@ -284,6 +284,38 @@ def test_random_candidates_match_the_python_reference(seed):
     rng.shuffle(candidates)  # in no order: windows added by a rescue come after the others
     model = InsertModel(mean=float(rng.integers(150, 400)), std=float(rng.integers(5, 80)), low=int(rng.integers(1, 150)), high=int(rng.integers(400, 900)))
     check_against_python(candidates, model, pairs_count)
+
+
+def python_pair_quality(pair_score, against, suboptimal, first_share, second_share, match):
+    """bwa's mem_sam_pe q_pe, line by line."""
+    quality = int(6.02 * (pair_score - against) / match + 0.499)
+    if suboptimal > 0:
+        quality -= int(4.343 * math.log(suboptimal + 1) + 0.499)
+    quality = min(max(quality, 0), 60)
+    return int(quality * (1.0 - 0.5 * (first_share + second_share)) + 0.499)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_quality_is_bwas_with_the_mates_repetitive_shares(seed):
+    rng = np.random.default_rng(seed)
+    count = 257
+    pair_score = rng.integers(0, 320, size=count)
+    against = pair_score - rng.integers(-5, 40, size=count)
+    suboptimal = rng.integers(0, 4, size=count) * (rng.random(count) < 0.5)
+    shares = [np.where(rng.random(count) < 0.5, 0.0, rng.random(count)) for _ in range(2)]
+    shares[0][:3] = 1.0  # wholly periodic mates
+    match = int(rng.integers(1, 3))
+    got = pair_quality(pair_score, against, suboptimal, shares[0], shares[1], match)
+    expected = [python_pair_quality(*values, match) for values in zip(pair_score, against, suboptimal, *shares)]
+    assert got.tolist() == expected
+
+
+def test_a_mate_wholly_in_a_microsatellite_halves_its_pair_quality():
+    """A unique pair (q_pe 60) lifts a mate in a microsatellite by at most 30, as bwa's frac_rep
+    of 1 would; a pair of two such mates lifts nothing."""
+    got = pair_quality(np.array([300, 300, 300]), np.array([250, 250, 250]), np.zeros(3, dtype=np.int64),
+                       np.array([0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0]), 1)
+    assert got.tolist() == [60, 30, 0]
 
 
 def python_anchors(candidates, concordant, best, reportable, penalty, most):
