@@ -15,7 +15,7 @@ Command (GPU machine; each case LABEL=INDEX_PREFIX=READS, the first ``--count`` 
       --case big=bench/work/human_scale/big/index/default/index=bench/work/human_scale/big/reads/reads_150.fq
 Here (PoCL), on data/:
   python bench/kernel_times.py --devices cpu --case lambda=bench/work/kernel_times/lambda=data/lambda_reads_100bp.fq.gz
-(an index prefix whose files are missing is built from data/lambda_virus.fa first).
+(a prefix under bench/work/kernel_times/ whose files are missing is built from data/lambda_virus.fa first).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Recorder:
         self.events: list[tuple[str, object]] = []
 
     def install(self) -> None:
-        kernel_call, enqueue_copy, queue = cl.Kernel.__call__, cl.enqueue_copy, devices.DeviceContext.queue
+        kernel_call, enqueue_copy = cl.Kernel.__call__, cl.enqueue_copy
         events = self.events
 
         def call(kernel, *args, **kwargs):
@@ -84,14 +84,18 @@ def first_reads(reads: Path, count: int, folder: Path) -> Path:
     out = folder / f"{reads.name.removesuffix('.gz').removesuffix('.fq').removesuffix('.fastq')}_first{count}.fq"
     if not out.exists():
         opener = gzip.open if reads.suffix == ".gz" else open
-        with opener(reads, "rt") as source, open(out, "w") as target:
+        partial = out.with_suffix(".partial")
+        with opener(reads, "rt") as source, open(partial, "w") as target:
             target.writelines(itertools.islice(source, 4 * count))
+        partial.replace(out)  # a run cut short leaves no file that looks whole
     return out
 
 
 def run_case(prefix: str, reads: Path, device_spec: str, extra: list[str]) -> tuple[dict, float, int]:
     """One profiled run: (totals by name, wall seconds, reads)."""
     if not Path(prefix + ".bmi").exists():
+        if Path(prefix).resolve().parent != (HERE / "work" / "kernel_times").resolve():
+            raise SystemExit(f"kernel_times: no index at {prefix} (only bench/work/kernel_times/ prefixes are built, from data/)")
         Path(prefix).parent.mkdir(parents=True, exist_ok=True)
         if bowmap(["-q", "index", str(ROOT / "data" / "lambda_virus.fa"), prefix]) != 0:
             raise SystemExit(f"kernel_times: cannot build {prefix}")

@@ -19,9 +19,11 @@ branch), with the read length in place of the alignment's span:
 bwa then scales by ``1 - frac_rep`` (the share of the read covered by seeds occurring more than
 500 times), last: ``q = int(q (1 - frac_rep) + 0.499)``. bowmap does the same with ``repetitive``
 in its place (bowmap.align.tandem's ``periodic_share``, to the power REPEAT_SHARE_POWER, for
-reads whose alignment ends in a microsatellite): the share of the read in microsatellites, where
-every seed is that repetitive; seeds of interspersed repeats are not counted (their reads'
-MAPQ holds as it is, see the README). MAPQ 255 ("not available") is never produced.
+reads whose alignment ends in a microsatellite, Extender.repeat_share): the share of the read in
+microsatellites, where every seed is that repetitive; seeds of interspersed repeats are not
+counted (their reads' MAPQ holds as it is, see the README). For single reads and mates left
+unpaired; a pair's MAPQ is scaled by the mean of its mates' shares instead
+(bowmap.align.pairs.pair_quality). MAPQ 255 ("not available") is never produced.
 """
 
 from __future__ import annotations

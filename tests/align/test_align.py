@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pysam
 import pytest
+from conftest import DEVICE_SPECS
 
 from bowmap.cli import main
-from conftest import DEVICE_SPECS
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 LAMBDA = DATA / "lambda_virus.fa"

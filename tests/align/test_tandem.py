@@ -241,6 +241,10 @@ def test_reads_in_one_of_many_microsatellite_arrays_are_not_confident(tmp_path):
         starts[f"inside{number}"] = offset
     flanked = arrays[40] + 300 - 60
     reads["flanked"] = text[flanked : flanked + 150]  # 60 C-rich bases, then 90 unique ones
+    # 40 unique bases, then 110 C-rich ones: the alignment ends in the array, so its share
+    # (110 of 150 periodic, to the 4th power) lowers its MAPQ, but the flank's seeds keep most.
+    mirrored = arrays[41] - 40
+    reads["mirrored"] = text[mirrored : mirrored + 150]
     path = tmp_path / "reads.fq"
     path.write_text("".join(f"@{name}\n{seq}\n+\n{'I' * len(seq)}\n" for name, seq in reads.items()))
     out = tmp_path / "out.sam"
@@ -250,3 +254,4 @@ def test_reads_in_one_of_many_microsatellite_arrays_are_not_confident(tmp_path):
     assert len(wrong) >= 10  # the case: many are placed in another array
     assert [(name, records[name].mapping_quality) for name in wrong if records[name].mapping_quality >= 20] == []
     assert records["flanked"].mapping_quality == 60 and records["flanked"].reference_start == flanked
+    assert 50 <= records["mirrored"].mapping_quality < 60 and records["mirrored"].reference_start == mirrored
