@@ -274,10 +274,16 @@ class Extender:
         return Traced(np.asarray(chosen, dtype=np.int64), score, read_start.astype(np.int64), read_end.astype(np.int64),
                       contig.astype(np.int32), position, cigar_ops, cigar_starts.astype(np.int64), cigar_lengths.astype(np.int64))
 
+    def may_report(self, scores, reads=None) -> np.ndarray:
+        """Whether alignments of ``reads`` (None: every read, in order) chosen by ``scores`` may
+        reach the reporting minimum: a score plus both clip bonuses bounds its AS from above."""
+        bound = scores + 2 * self.scoring.clip_bonus
+        minimum = self.minimum()
+        return (bound > 0) & (bound >= (minimum if reads is None else minimum[reads]))
+
     def candidates_mask(self, chosen_window, compared_score) -> np.ndarray:
         """Reads whose chosen window may map (see :meth:`primaries`), before any traceback."""
-        bound = compared_score + 2 * self.scoring.clip_bonus
-        return (chosen_window >= 0) & (bound > 0) & (bound >= self.minimum())
+        return (chosen_window >= 0) & self.may_report(compared_score)
 
     def primaries(self, scored: Scored, chosen_window, compared_score, extra=None):
         """Which reads map (a mask) and their chosen windows traced (in read order). A read maps

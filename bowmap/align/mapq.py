@@ -60,9 +60,21 @@ def mapping_quality(score, second_score, read_lengths, scoring, suboptimal=None,
     scale = np.where(lengths < LENGTH_COEFFICIENT, 1.0, np.log(LENGTH_COEFFICIENT) / np.log(np.maximum(lengths, 2.0))) * identity * identity
     quality = np.trunc(6.02 * (best - sub) / match * scale * scale + 0.499)
     if suboptimal is not None:
-        others = np.asarray(suboptimal, dtype=np.float64)
-        quality -= np.where(others > 0, np.trunc(4.343 * np.log(others + 1.0) + 0.499), 0.0)
+        quality -= suboptimal_penalty(suboptimal)
     quality = np.clip(np.where(usable, quality, 0.0), 0, MAXIMUM_MAPQ)
     if repetitive is not None:
-        quality = np.trunc(quality * (1.0 - np.clip(np.asarray(repetitive, dtype=np.float64), 0.0, 1.0)) + 0.499)
+        quality = repeat_scaled(quality, repetitive)
     return quality.astype(np.uint8)
+
+
+def suboptimal_penalty(suboptimal) -> np.ndarray:
+    """What ``n`` other alignments near the best take off a MAPQ (float64): ``int(4.343 ln(n +
+    1) + 0.499)`` when n > 0, else 0 (bwa's, for single reads and pairs alike)."""
+    others = np.asarray(suboptimal, dtype=np.float64)
+    return np.where(others > 0, np.trunc(4.343 * np.log(others + 1.0) + 0.499), 0.0)
+
+
+def repeat_scaled(quality, repetitive) -> np.ndarray:
+    """MAPQs scaled by ``1 - repetitive`` (shares clipped to 0..1), bwa's last step with its
+    frac_rep: ``int(q (1 - r) + 0.499)`` (float64)."""
+    return np.trunc(np.asarray(quality) * (1.0 - np.clip(np.asarray(repetitive, dtype=np.float64), 0.0, 1.0)) + 0.499)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bowmap.align.extend import Extender, Scored, mix, read_hashes
-from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality
+from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality, repeat_scaled, suboptimal_penalty
 from bowmap.align.windows import Windows
 from bowmap.runtime.arrays import run_ranks, segment_ranges, unique
 from bowmap.runtime.errors import UsageError
@@ -343,11 +343,10 @@ def pair_quality(pair_score, against, suboptimal, repetitive_first, repetitive_s
     31 to 27 (bwa mem: 71, 84), mates at MAPQ 60 from 97.60% to 97.24% (bwa mem 97.17%);
     yeast and chr20 mason pairs unchanged."""
     quality = np.floor(6.02 * (np.asarray(pair_score) - np.asarray(against)) / match + 0.499).astype(np.int64)
-    suboptimal = np.asarray(suboptimal)
-    quality -= np.where(suboptimal > 0, np.floor(4.343 * np.log(suboptimal + 1.0) + 0.499), 0).astype(np.int64)
+    quality -= suboptimal_penalty(suboptimal).astype(np.int64)
     quality = np.clip(quality, 0, MAXIMUM_MAPQ)
     share = 0.5 * (np.clip(np.asarray(repetitive_first, dtype=np.float64), 0, 1) + np.clip(np.asarray(repetitive_second, dtype=np.float64), 0, 1))
-    return np.trunc(quality * (1.0 - share) + 0.499).astype(np.int64)
+    return repeat_scaled(quality, share).astype(np.int64)
 
 
 def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty: int = UNPAIRED_PENALTY) -> tuple[Scored, PairChoice]:

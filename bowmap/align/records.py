@@ -166,15 +166,6 @@ def candidates(scored: Scored, chosen: np.ndarray, reportable: np.ndarray) -> np
     return leaders[np.lexsort((reverse[leaders], windows.start[leaders], -scored.score[leaders].astype(np.int64), read[leaders]))]
 
 
-def _reportable(extender: Extender, scored: Scored) -> np.ndarray:
-    """Windows whose score (plus both clip bonuses, an upper bound of AS) reaches the minimum."""
-    windows = scored.windows
-    if len(windows) == 0:
-        return np.zeros(0, dtype=bool)
-    bonus = 2 * extender.scoring.clip_bonus
-    return (scored.score + bonus > 0) & (scored.score + bonus >= extender.minimum()[windows.read])
-
-
 def alternative_windows(extender: Extender, scored: Scored, chosen: np.ndarray, compared: np.ndarray, options: RecordOptions) -> np.ndarray:
     """The windows to trace for XA or secondary records, chosen before any traceback (so they are
     traced in the primaries' launch): each read's other alignments scoring at least XA_RATIO of
@@ -182,7 +173,7 @@ def alternative_windows(extender: Extender, scored: Scored, chosen: np.ndarray, 
     ``max_alternatives`` (else none), or the first ``secondary``."""
     if not (options.max_alternatives or options.secondary) or len(scored.windows) == 0:
         return np.zeros(0, dtype=np.int64)
-    near = _reportable(extender, scored) & (scored.score >= XA_RATIO * compared[scored.windows.read])
+    near = extender.may_report(scored.score, scored.windows.read) & (scored.score >= XA_RATIO * compared[scored.windows.read])
     found = candidates(scored, np.where(extender.candidates_mask(chosen, compared), chosen, -1), near)
     read = scored.windows.read[found]
     if options.secondary:
@@ -206,6 +197,8 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
     start[mapped], end[mapped] = forward_interval(primary.read_start, primary.read_end, primary_reverse, lengths[mapped])
     alternatives = alternatives.subset(mapped[windows.read[alternatives.window]]) if len(alternatives.window) else alternatives
     clipped = options.supplementary & ((lengths - (end - start)) * scoring.match >= minimum)
+    reportable = extender.may_report(scored.score, windows.read)
+    primary_window = np.where(mapped, chosen, -1)
     split_candidates = np.zeros(0, dtype=np.int64)
     if clipped.any():
         # The other alignments of the reads whose primary leaves a part clipped. Where each lies
@@ -213,7 +206,7 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
         # read end and spans at least score / match bases. Those clear of the primary there,
         # best first, are traced for the split (a part in a repeat has many copies that
         # overlap the primary: ranking all of them would crowd the other part out).
-        found = candidates(scored, np.where(mapped, chosen, -1), _reportable(extender, scored) & clipped[windows.read])
+        found = candidates(scored, primary_window, reportable & clipped[windows.read])
         read = windows.read[found]
         found_end = scored.read_end[found].astype(np.int64)
         found_start = found_end - np.maximum(scored.score[found].astype(np.int64) + 2 * scoring.clip_bonus, 1) // scoring.match
@@ -243,7 +236,7 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
     moved = np.zeros(count, dtype=bool)
     moved[read[~with_primary]] = True
     if moved.any():  # a moved read's rivals: its other alignments but the split parts
-        rivals = candidates(scored, np.where(mapped, chosen, -1), _reportable(extender, scored) & moved[windows.read])
+        rivals = candidates(scored, primary_window, reportable & moved[windows.read])
         rivals = rivals[~apart[rivals]]
         fixed_second[moved] = NO_SCORE
         np.maximum.at(fixed_second, windows.read[rivals], scored.score[rivals].astype(np.int64))
