@@ -13,9 +13,12 @@ Runs anywhere; on the GPU machine it needs no network: chr20 comes from Debian's
    Written as r1.fq and r2.fq (plain FASTQ, names pairN/1 and pairN/2, Phred 30), their first
    ``--subset`` pairs as r1_first.fq / r2_first.fq, and truth.tsv (mate, strand, 1-based leftmost
    position of the true alignment).
-3. Indexes, built once and kept under ``--work``: bowmap, bwa, minimap2 (-x sr).
+3. Indexes, built once and kept under ``--work``: bowmap, bwa, minimap2 (-x sr), SNAP, strobealign
+   (``--create-index -r READ_LENGTH``), each peer where it is on PATH.
 4. Runs, each the whole command, SAM to a file: bowmap paired, bowmap single-end on r1.fq (the
-   same reads' per-read rate), ``bwa mem -t T``, ``minimap2 -ax sr -t T``; each on the subset and
+   same reads' per-read rate), ``bwa mem -t T``, ``minimap2 -ax sr -t T``, ``snap-aligner paired
+   -t T``, ``strobealign --use-index -t T``, and with ``--bowmap-before DIR`` bowmap paired from
+   that checkout (a main before a change, in the same call); each on the subset and
    on the full set. steady = (N_full - N_subset) / (t_full - t_subset) pairs/s.
 5. Accuracy of the subset runs (primary records): mates right (strand, and unclipped start within
    5 bp of the truth), wrong at MAPQ >= 20, properly paired (FLAG 0x2).
@@ -112,15 +115,18 @@ def prepare_pairs(reference, args) -> Path:
 def build_indexes(reference, args, bowmap: list[str]) -> dict[str, Path]:
     folder = reference.folder / "indexes"
     folder.mkdir(exist_ok=True)
-    prefixes = {"bowmap": folder / "bowmap" / "index", "bwa": folder / "bwa" / "index", "minimap2": folder / "minimap2" / "ref.mmi"}
+    prefixes = {"bowmap": folder / "bowmap" / "index", "bwa": folder / "bwa" / "index", "minimap2": folder / "minimap2" / "ref.mmi",
+                "snap-aligner": folder / "snap" / "index", "strobealign": Path(f"{reference.fasta}.r{args.read_length}.sti")}
     commands = {
         "bowmap": [*bowmap, "index", str(reference.fasta), str(prefixes["bowmap"]), "--no-progress"],
         "bwa": ["bwa", "index", "-p", str(prefixes["bwa"]), str(reference.fasta)],
         "minimap2": ["minimap2", "-x", "sr", "-t", str(args.threads), "-d", str(prefixes["minimap2"]), str(reference.fasta)],
+        "snap-aligner": ["snap-aligner", "index", str(reference.fasta), str(prefixes["snap-aligner"]), f"-t{args.threads}"],
+        "strobealign": ["strobealign", "--create-index", "-t", str(args.threads), "-r", str(args.read_length), str(reference.fasta)],
     }
-    done = {"bowmap": ".bmi", "bwa": ".bwt", "minimap2": ""}
+    done = {"bowmap": ".bmi", "bwa": ".bwt", "minimap2": "", "snap-aligner": "/Genome", "strobealign": ""}
     for tool, prefix in prefixes.items():
-        if (tool != "bowmap" and shutil.which(tool) is None) or (args.only and tool not in args.only.split(",")):
+        if (tool != "bowmap" and shutil.which(tool) is None) or (args.only and tool.split("-")[0] not in args.only.split(",")):
             continue
         marker = Path(str(prefix) + done[tool])
         if marker.exists():
@@ -142,6 +148,15 @@ def runs(args, bowmap, prefixes, folder: Path) -> list[tuple[str, list[str], int
         listed.append(("bwa mem", ["bwa", "mem", "-t", threads, str(prefixes["bwa"]), "{r1}", "{r2}"], 2))
     if shutil.which("minimap2"):
         listed.append(("minimap2 -ax sr", ["minimap2", "-ax", "sr", "-t", threads, str(prefixes["minimap2"]), "{r1}", "{r2}"], 2))
+    if shutil.which("snap-aligner"):
+        listed.append(("snap paired", ["snap-aligner", "paired", str(prefixes["snap-aligner"]), "{r1}", "{r2}", "-o", "{out}", "-t", threads], 2))
+    if shutil.which("strobealign"):
+        fasta = str(prefixes["strobealign"]).rsplit(".", 2)[0]
+        listed.append(("strobealign", ["strobealign", "--use-index", "-t", threads, fasta, "{r1}", "{r2}"], 2))
+    if args.bowmap_before:  # the same bowmap command from another checkout (a main to compare with), same call
+        # -P: not the current folder first on sys.path (it may be this checkout)
+        before = ["env", f"PYTHONPATH={args.bowmap_before}:{os.environ.get('PYTHONPATH', '')}", sys.executable, "-P", "-m", "bowmap"]
+        listed.insert(1, ("bowmap-before paired", [*before, "align", str(prefixes["bowmap"]), "{r1}", "{r2}", "-o", "{out}", "--no-progress", *devices], 2))
     return listed
 
 
@@ -179,7 +194,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=20261124)
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--devices")
-    parser.add_argument("--only", help="comma-separated run labels' first words to run (bowmap,bwa,minimap2)")
+    parser.add_argument("--only", help="comma-separated run labels' first words to run (bowmap,bwa,minimap2,snap,strobealign,bowmap-before)")
+    parser.add_argument("--bowmap-before", metavar="DIR", help="also run bowmap from this checkout (e.g. `git archive` of the main before a change)")
     parser.add_argument("--work", type=Path, default=HERE / "work" / "end_to_end")
     parser.add_argument("--prepare-only", action="store_true", help="reference, pairs and indexes, no runs")
     args = parser.parse_args()
@@ -198,6 +214,9 @@ def main() -> int:
                 if args.only and label.split()[0] not in args.only.split(","):
                     continue
                 times = {}
+                if label.startswith("bowmap"):  # untimed: kernels built, index in the page cache, as for the peers' indexes
+                    filled = [word.format(r1=folder / "r1_first.fq", r2=folder / "r2_first.fq", out=folder / "warm-up.sam") for word in command]
+                    end_to_end.run_measured(filled, folder / "warm-up.log", None if "{out}" in " ".join(command) else folder / "warm-up.sam")
                 for part, r1, r2, pairs in (("subset", "r1_first.fq", "r2_first.fq", args.subset), ("full", "r1.fq", "r2.fq", args.pairs)):
                     out = folder / f"{label.replace(' ', '_').replace('(', '').replace(')', '')}.{part}.sam"
                     filled = [word.format(r1=folder / r1, r2=folder / r2, out=out) for word in command]

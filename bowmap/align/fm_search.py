@@ -16,7 +16,7 @@ import pyopencl.cltypes as cltypes
 
 from bowmap.index.load import FMIndex, IndexBlock
 from bowmap.runtime.arrays import segment_ranges
-from bowmap.runtime.devices import DeviceArray, DeviceContext, ReusedBuffer, read_back, work_group_size
+from bowmap.runtime.devices import DeviceArray, DeviceContext, ReusedBuffer, make_buffer, make_kernel, read_back, work_group_size
 from bowmap.runtime.errors import BowmapError
 
 SOURCE = "align/fm_search.cl"
@@ -35,11 +35,29 @@ class DeviceBlock:
                     f"allows {device.info.max_allocation}: rebuild the index with --device-mem for this device"
                 )
         self.block = block
-        self.occ = cl.Buffer(context, flags, hostbuf=block.occ)
-        self.marks = cl.Buffer(context, flags, hostbuf=block.marks)
+        self.occ = make_buffer(context, flags, hostbuf=block.occ)
+        self.marks = make_buffer(context, flags, hostbuf=block.marks)
         # A zero-size buffer is not allowed: a block always has its offset-0 suffix sampled.
-        self.samples = cl.Buffer(context, flags, hostbuf=block.samples)
+        self.samples = make_buffer(context, flags, hostbuf=block.samples)
         self.first_rows = cltypes.make_uint4(*(int(value) for value in block.first_rows))
+
+    BUFFERS = ("occ", "marks", "samples")
+
+    @classmethod
+    def of_owner(cls, device, number: int, block: IndexBlock) -> DeviceBlock:
+        """Block ``number`` as its device owner uploaded it for every host worker (see
+        bowmap.runtime.remote: ``device`` is a RemoteDevice; the buffers are named
+        ``block<number>.<buffer>``, :meth:`shared_buffers`)."""
+        self = cls.__new__(cls)
+        self.block = block
+        for name in cls.BUFFERS:
+            setattr(self, name, device.shared_buffer(f"block{number}.{name}"))
+        self.first_rows = cltypes.make_uint4(*(int(value) for value in block.first_rows))
+        return self
+
+    def shared_buffers(self, number: int) -> dict:
+        """This block's buffers by the names :meth:`of_owner` gives them."""
+        return {f"block{number}.{name}": getattr(self, name) for name in self.BUFFERS}
 
 
 def _as_u32(array, what: str) -> np.ndarray:
@@ -56,15 +74,15 @@ class FMSearch:
         self.device = device
         self.queue = queue if queue is not None else device.queue()
         program = device.program(SOURCE)
-        self._search = cl.Kernel(program, "fm_search")
-        self._locate = cl.Kernel(program, "fm_locate")
-        self._locate_intervals = cl.Kernel(program, "fm_locate_intervals")
-        self._seed_search = cl.Kernel(program, "seed_search")
-        self._choose_seeds = cl.Kernel(program, "choose_seeds")
-        self._locate_hits = cl.Kernel(program, "locate_hits")
-        self._add_block_occurrences = cl.Kernel(program, "add_block_occurrences")
-        self._subtract_overlaps = cl.Kernel(program, "subtract_overlaps")
-        self._block_rows = cl.Kernel(program, "block_rows")
+        self._search = make_kernel(program, "fm_search")
+        self._locate = make_kernel(program, "fm_locate")
+        self._locate_intervals = make_kernel(program, "fm_locate_intervals")
+        self._seed_search = make_kernel(program, "seed_search")
+        self._choose_seeds = make_kernel(program, "choose_seeds")
+        self._locate_hits = make_kernel(program, "locate_hits")
+        self._add_block_occurrences = make_kernel(program, "add_block_occurrences")
+        self._subtract_overlaps = make_kernel(program, "subtract_overlaps")
+        self._block_rows = make_kernel(program, "block_rows")
         self._group = work_group_size(self._search, device)
         mf = cl.mem_flags
         context = device.context
@@ -358,8 +376,8 @@ class OverlapTable:
         flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
         self.size = len(keys)
         # A zero-size buffer is not allowed: one key more, never read (size tells the kernel).
-        self.keys = cl.Buffer(device.context, flags, hostbuf=np.append(keys, np.uint64(0)))
-        self.counts = cl.Buffer(device.context, flags, hostbuf=np.append(_as_u32(counts, "overlap counts"), np.uint32(0)))
+        self.keys = make_buffer(device.context, flags, hostbuf=np.append(keys, np.uint64(0)))
+        self.counts = make_buffer(device.context, flags, hostbuf=np.append(_as_u32(counts, "overlap counts"), np.uint32(0)))
 
 
 @dataclass

@@ -11,6 +11,7 @@ Per chunk (plain functions, so the serial runner and the threads share them):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 import os
@@ -102,6 +103,7 @@ def run_align(options: AlignOptions) -> dict:
     writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
     bar = Progress(options.reads, options.progress)
     model = _ModelHolder(options.insert_size)
+    owners = []  # the device owners of a run whose host workers share each device
     success = False
     try:
         device_infos = parse_device_spec(options.devices, list_devices())
@@ -117,17 +119,36 @@ def run_align(options: AlignOptions) -> dict:
         bound = chunk_bound(options.reads, (options.chunk_bases or DEFAULT_CHUNK_BASES) // (2 if options.mates else 1))
         if bound is not None and not options.paired:
             bound += FIRST_CHUNKS_RAMP  # the first chunks are smaller (see below): up to this many more
-        processes = 1 if options.serial else options.processes or default_processes(capped_infos, needed, bound)
-        if not options.serial and options.processes and (processes := capped_processes(options.processes, bound)) < options.processes:
+        if not options.serial and options.processes and (capped := capped_processes(options.processes, bound)) < options.processes:
             log.info("-p %d: %d worker process(es), at most %d a CPU core and one a chunk of the input (%s)", options.processes,
-                     processes, MOST_WORKERS_PER_CORE, "unknown" if bound is None else f"at most {bound}")
-        plan = plan_memory(
-            index, [info.global_memory // processes_a_device(processes, len(device_infos)) for info in capped_infos],
-            options.chunk_bases, 1 if options.serial else options.queues_per_device,
-            default_queue_pairs(capped_infos, processes, bound, chosen=not options.serial and not options.processes), available_memory(),
-            # chunks a streamed run holds at once: run_processes' or run_threaded's (queue_size=1) bound
-            processes * 4 if processes > 1 else 3 + 2 * (options.queues_per_device or 1),
-        )
+                     capped, MOST_WORKERS_PER_CORE, "unknown" if bound is None else f"at most {bound}")
+        # One owner a device (bowmap.runtime.remote) wherever host workers are several and the
+        # index, once a device, fits beside every worker's buffers: a worker then adds neither a
+        # context nor a copy of the index. Otherwise (blocks streamed) each worker process has
+        # its own context and residency, as before.
+        plan = None
+        if not options.serial:
+            host_workers = capped if options.processes else default_processes(capped_infos, 0, bound)
+            pairs = options.queues_per_device or 1
+            if host_workers > 1:
+                total_pairs = processes_a_device(host_workers, len(device_infos)) * pairs
+                plan = plan_memory(index, [info.global_memory for info in capped_infos], options.chunk_bases, total_pairs, total_pairs,
+                                   available_memory(), host_workers * 4)
+                if plan.streamed:
+                    plan = None
+                else:
+                    processes = host_workers
+                    plan = dataclasses.replace(plan, queue_pairs=pairs)
+        owned = plan is not None
+        if not owned:
+            processes = 1 if options.serial else capped if options.processes else default_processes(capped_infos, needed, bound)
+            plan = plan_memory(
+                index, [info.global_memory // processes_a_device(processes, len(device_infos)) for info in capped_infos],
+                options.chunk_bases, 1 if options.serial else options.queues_per_device,
+                default_queue_pairs(capped_infos, processes, bound, chosen=not options.serial and not options.processes), available_memory(),
+                # chunks a streamed run holds at once: run_processes' or run_threaded's (queue_size=1) bound
+                processes * 4 if processes > 1 else 3 + 2 * (options.queues_per_device or 1),
+            )
         options = dataclasses.replace(options, chunk_bases=plan.chunk_bases, queues_per_device=plan.queue_pairs)
         if plan.streamed:
             log.info("%s", plan.describe([info.name for info in device_infos]))
@@ -145,6 +166,13 @@ def run_align(options: AlignOptions) -> dict:
                 set_up["upload"] += time.perf_counter() - opened - (device.build_seconds - built)
             log.info("device set-up: context %.2f s, programs %.2f s, index upload %.2f s", set_up["context"], set_up["programs"], set_up["upload"])
             layout = f"{len(workers)} worker queue pair(s)"
+        elif owned:
+            from bowmap.align.workers import owner_shared_buffers
+            from bowmap.runtime.remote import DeviceOwner
+
+            owners = [DeviceOwner(functools.partial(context_for, info.index), functools.partial(owner_shared_buffers, index))
+                      for info in device_infos]
+            layout = f"one owner a device, {processes} host worker processes of {plan.queue_pairs} queue pair(s)"
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
@@ -189,8 +217,9 @@ def run_align(options: AlignOptions) -> dict:
                 worker = workers[0]
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
-                starter = ProcessWorker(options, scoring, device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None)
-                exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock))
+                starter = ProcessWorker(options, scoring, device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None,
+                                        [owner.endpoint for owner in owners] if owned else None)
+                exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock, owners))
             else:
                 # Streamed, chunks are large: one queued between stages, not four, bounds the host memory.
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write, queue_size=1 if plan.streamed else 4)
@@ -202,6 +231,8 @@ def run_align(options: AlignOptions) -> dict:
             raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
     finally:
+        for owner in owners:
+            owner.close()
         model.stop.set()  # a reader waiting for the model after a failure gives up
         bar.close()
         writer.close(success)
@@ -259,9 +290,10 @@ class _StartLog:
 
     PIECES = ("index", "waiting", "context", "programs", "upload")
 
-    def __init__(self, processes: int, started_clock: float):
+    def __init__(self, processes: int, started_clock: float, owners=()):
         self.processes = processes
         self.started_clock = started_clock
+        self.owners = owners
         self.ready: list[dict] = []
 
     def __call__(self, rank: int, timings: dict) -> None:
@@ -273,6 +305,9 @@ class _StartLog:
             pieces += [f"{name} {last[name]:.2f} s" for name in self.PIECES if name in last]
             log.info("%d worker processes ready after %.2f-%.2f s (the last: %s)", self.processes,
                      min(item["ready"] for item in self.ready) - self.started_clock, last["ready"] - self.started_clock, ", ".join(pieces))
+            for owner in self.owners:
+                if owner.set_up_seconds:
+                    log.info("device owner: context %.2f s, index upload %.2f s", owner.set_up_seconds["context"], owner.set_up_seconds["upload"])
 
 
 class _ModelHolder:

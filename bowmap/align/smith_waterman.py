@@ -40,7 +40,16 @@ import numpy as np
 import pyopencl as cl
 
 from bowmap.runtime.arrays import segment_ranges
-from bowmap.runtime.devices import DeviceArray, DeviceContext, ReusedBuffer, nvidia_compute_capability, read_back
+from bowmap.runtime.devices import (
+    DeviceArray,
+    DeviceContext,
+    ReusedBuffer,
+    enqueue_copy,
+    make_buffer,
+    make_kernel,
+    nvidia_compute_capability,
+    read_back,
+)
 from bowmap.runtime.errors import BowmapError
 
 SOURCE = "align/smith_waterman.cl"
@@ -146,7 +155,7 @@ class PackedText:
         if len(packed) * 4 < length:
             raise ValueError("packed text shorter than its length")
         self.length = int(length)
-        self.buffer = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=packed if len(packed) else np.zeros(1, np.uint8))
+        self.buffer = make_buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=packed if len(packed) else np.zeros(1, np.uint8))
         starts = np.asarray(ambiguous_starts, dtype=np.int64)
         self.masked = len(starts) > 0
         mask = np.zeros(1, dtype=np.uint8)
@@ -154,11 +163,24 @@ class PackedText:
             mask = np.zeros(-(-self.length // 8), dtype=np.uint8)
             for start, run in zip(starts.tolist(), np.asarray(ambiguous_lengths, dtype=np.int64).tolist()):  # a few runs
                 _set_bits(mask, start, start + run)
-        self.ambiguous = cl.Buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=mask)
+        self.ambiguous = make_buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=mask)
 
     @classmethod
     def from_index(cls, device: DeviceContext, index) -> PackedText:
         return cls(device, index.packed, index.total_length, index.ambiguous_starts, index.ambiguous_lengths)
+
+    @classmethod
+    def of_owner(cls, device, index) -> PackedText:
+        """``index``'s text as its device owner uploaded it for every host worker (``device``
+        a bowmap.runtime.remote.RemoteDevice; buffers named as :meth:`shared_buffers` names them)."""
+        self = cls.__new__(cls)
+        self.length = int(index.total_length)
+        self.masked = len(index.ambiguous_starts) > 0
+        self.buffer, self.ambiguous = device.shared_buffer("text"), device.shared_buffer("text.ambiguous")
+        return self
+
+    def shared_buffers(self) -> dict:
+        return {"text": self.buffer, "text.ambiguous": self.ambiguous}
 
 
 def _set_bits(mask: np.ndarray, start: int, end: int) -> None:
@@ -314,7 +336,7 @@ class SmithWaterman:
             ) + self._compiler_options
             program = self.device.program(SOURCE, options)
             names = ("sw_score", "sw_traceback", "sw_score_twins")
-            kernels = self._kernels[key] = {kernel_name: cl.Kernel(program, kernel_name) for kernel_name in names}
+            kernels = self._kernels[key] = {kernel_name: make_kernel(program, kernel_name) for kernel_name in names}
             for kernel_name in names:
                 kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name], kernel_name != "sw_score_twins")
         return kernels[name], kernels["group_" + name]
@@ -502,7 +524,7 @@ class SmithWaterman:
             longest = int(part[5].max())
             cigar_host = np.empty((size, longest), dtype=np.uint32)
             if longest:
-                cl.enqueue_copy(
+                enqueue_copy(
                     self.queue, cigar_host, cigar_device, buffer_origin=(0, 0), host_origin=(0, 0),
                     region=(4 * longest, size), buffer_pitches=(4 * pitch,), host_pitches=(4 * longest,), is_blocking=True,
                 )

@@ -338,7 +338,7 @@ class DeviceWindows:
     def __init__(self, device, queue, index: FMIndex, options: SeedOptions):
         import pyopencl as cl
 
-        from bowmap.runtime.devices import ReusedBuffer, work_group_size
+        from bowmap.runtime.devices import ReusedBuffer, make_buffer, make_kernel, work_group_size
 
         self.device = device
         self.queue = queue
@@ -349,20 +349,20 @@ class DeviceWindows:
         program = device.program("align/seed_windows.cl", tuple(
             f"-D{name}={value}{'ul' if name == 'DIAGONAL_SPAN' else ''}" for name, value in constants.items()
         ))
-        self._kernel = cl.Kernel(program, "seed_windows")
+        self._kernel = make_kernel(program, "seed_windows")
         self._group = work_group_size(self._kernel, device, wavefronts=2)
         mf = cl.mem_flags
         context = device.context
         flags = mf.READ_ONLY | mf.COPY_HOST_PTR
         contig_starts = np.asarray(index.contig_starts, dtype=np.int64)
         contig_ends = contig_starts + np.asarray(index.contig_lengths, dtype=np.int64)
-        self._contig_starts = cl.Buffer(context, flags, hostbuf=contig_starts.astype(np.uint32))
-        self._contig_ends = cl.Buffer(context, flags, hostbuf=contig_ends.astype(np.uint32))
+        self._contig_starts = make_buffer(context, flags, hostbuf=contig_starts.astype(np.uint32))
+        self._contig_ends = make_buffer(context, flags, hostbuf=contig_ends.astype(np.uint32))
         holes = np.asarray(index.ambiguous_starts, dtype=np.int64)
         hole_ends = holes + np.asarray(index.ambiguous_lengths, dtype=np.int64)
         # A buffer may not be empty: with no holes the kernel never reads these.
-        self._hole_starts = cl.Buffer(context, flags, hostbuf=np.append(holes, 0).astype(np.uint32))
-        self._hole_ends = cl.Buffer(context, flags, hostbuf=np.append(hole_ends, 0).astype(np.uint32))
+        self._hole_starts = make_buffer(context, flags, hostbuf=np.append(holes, 0).astype(np.uint32))
+        self._hole_ends = make_buffer(context, flags, hostbuf=np.append(hole_ends, 0).astype(np.uint32))
         self._sent = [HitBuffers(device) for _ in range(MAX_ROUNDS)]  # host rounds, sent
         self._lengths = ReusedBuffer(context, mf.READ_ONLY)
         self._only = ReusedBuffer(context, mf.READ_ONLY)

@@ -91,13 +91,15 @@ class ProcessWorker:
     ``slots``: per device, the blocks a process keeps resident there (see device_workers; None:
     all of them)."""
 
-    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int, identity=None, slots: tuple[int, ...] | None = None):
+    def __init__(self, options: AlignOptions, scoring, devices: list, queues: int, identity=None, slots: tuple[int, ...] | None = None,
+                 owners: list[tuple] | None = None):
         self.options = options
         self.scoring = scoring
         self.devices = devices
         self.queues = queues
         self.identity = identity
         self.slots = slots
+        self.owners = owners  # each device's DeviceOwner endpoint: then no context of its own here
 
     def __call__(self, rank: int):
         import time
@@ -110,6 +112,14 @@ class ProcessWorker:
         started = time.monotonic()
         index = load_index(self.options.index, verify=False, identity=self.identity)
         loaded = time.monotonic()
+        if self.owners is not None:
+            from bowmap.runtime.remote import RemoteDevice
+
+            device = RemoteDevice(self.devices[rank % len(self.devices)], *self.owners[rank % len(self.owners)])
+            workers = owner_device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)
+            # The owner's set-up (its context, the index's upload) is waited for in "programs".
+            self.start_timings = {"index": loaded - started, "programs": time.monotonic() - loaded}
+            return [[worker.seed for worker in workers], [worker.extend for worker in workers]]
         with start_gate():
             admitted = time.monotonic()
             device = context_for_info(self.devices[rank % len(self.devices)])
@@ -141,6 +151,30 @@ def device_workers(index, reference_text, device, queues: int, options: AlignOpt
         blocks = [DeviceBlock(device, block) for block in index.blocks]
     text = PackedText.from_index(device, index)
     return [DeviceWorker(index, reference_text, device, blocks, text, options, scoring, residency) for _ in range(queues)]
+
+
+def owner_device_workers(index, reference_text, device, queues: int, options: AlignOptions, scoring) -> list[DeviceWorker]:
+    """``queues`` workers in a host worker process on a device whose owner (``device``, a
+    bowmap.runtime.remote.RemoteDevice) holds the index blocks and packed text once for every
+    host worker (:func:`owner_shared_buffers`)."""
+    from bowmap.align.fm_search import DeviceBlock
+    from bowmap.align.smith_waterman import PackedText
+
+    blocks = [DeviceBlock.of_owner(device, number, block) for number, block in enumerate(index.blocks)]
+    text = PackedText.of_owner(device, index)
+    return [DeviceWorker(index, reference_text, device, blocks, text, options, scoring) for _ in range(queues)]
+
+
+def owner_shared_buffers(index, device) -> dict:
+    """A device owner's set-up: the index blocks and packed text uploaded once, by name (what
+    :func:`owner_device_workers` names)."""
+    from bowmap.align.fm_search import DeviceBlock
+    from bowmap.align.smith_waterman import PackedText
+
+    shared = PackedText.from_index(device, index).shared_buffers()
+    for number, block in enumerate(index.blocks):
+        shared.update(DeviceBlock(device, block).shared_buffers(number))
+    return shared
 
 
 # Device memory a worker process needs beside its copy of the index: its context, the

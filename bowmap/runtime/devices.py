@@ -331,7 +331,7 @@ class ReusedBuffer:
     def at_least(self, size: int):
         if size > self.capacity:
             self.capacity = max(size, 2 * self.capacity, 4096)
-            self.buffer = _opencl().Buffer(self.context, self.flags, size=self.capacity)
+            self.buffer = make_buffer(self.context, self.flags, size=self.capacity)
         return self.buffer
 
     def send(self, queue, array: np.ndarray) -> DeviceArray:
@@ -345,6 +345,9 @@ class ReusedBuffer:
         as here, and on NVIDIA that wait would spin)."""
         buffer = self.at_least(max(array.nbytes, 1))
         if array.nbytes:
+            if getattr(queue, "is_remote", False):  # the owner keeps the copy's event until its batch ends
+                queue.copy(buffer, array, is_blocking=False)
+                return buffer
             wait_idle(queue)  # the copy's wait below then finds only the copy itself (see wait_idle)
             _opencl().enqueue_copy(queue, buffer, array, is_blocking=False)
         return buffer
@@ -367,6 +370,9 @@ def wait_idle(queue) -> None:
     find the queue empty. A failed command raises BowmapError."""
     import time
 
+    if getattr(queue, "is_remote", False):
+        queue.wait_idle()
+        return
     cl = _opencl()
     marker = cl.enqueue_marker(queue)
     queue.flush()
@@ -382,12 +388,41 @@ def read_back(queue, host, buffer, *more) -> None:
     """Copy ``buffer`` into the NumPy array ``host``, and each further (host, buffer) pair of
     ``more``, and wait once for them all (an in-order queue finishes the earlier copies first),
     sleeping while the queue's kernels run (:func:`wait_idle`)."""
+    pairs = [(host, buffer), *zip(more[::2], more[1::2])]
+    if getattr(queue, "is_remote", False):  # one batch: the owner waits, copies, answers
+        queue.context.channel().commands.append(("wait_idle", queue.key))
+        for number, (array, device_buffer) in enumerate(pairs, 1):
+            queue.copy(array, device_buffer, is_blocking=number == len(pairs))
+        return
     cl = _opencl()
     wait_idle(queue)
-    pairs = [(host, buffer), *zip(more[::2], more[1::2])]
     for array, device_buffer in pairs[:-1]:
         cl.enqueue_copy(queue, array, device_buffer, is_blocking=False)
     cl.enqueue_copy(queue, pairs[-1][0], pairs[-1][1], is_blocking=True)
+
+
+def make_buffer(context, flags, size: int = 0, hostbuf=None):
+    """``pyopencl.Buffer(context, flags, size, hostbuf)``, or a buffer of a device owner's when
+    ``context`` is a :class:`bowmap.runtime.remote.RemoteContext` (one kernel owner code for both)."""
+    if getattr(context, "is_remote", False):
+        return context.buffer(flags, size, hostbuf)
+    return _opencl().Buffer(context, flags, size=size, hostbuf=hostbuf)
+
+
+def make_kernel(program, name: str):
+    """``pyopencl.Kernel(program, name)``, or its stand-in on a remote device's program."""
+    from bowmap.runtime.remote import RemoteKernel, RemoteProgram
+
+    if isinstance(program, RemoteProgram):
+        return RemoteKernel(program, name)
+    return _opencl().Kernel(program, name)
+
+
+def enqueue_copy(queue, destination, source, **options):
+    """``pyopencl.enqueue_copy``, or its record on a remote queue (see :mod:`bowmap.runtime.remote`)."""
+    if getattr(queue, "is_remote", False):
+        return queue.copy(destination, source, **options)
+    return _opencl().enqueue_copy(queue, destination, source, **options)
 
 
 def nvidia_compute_capability(device) -> tuple[int, int] | None:
