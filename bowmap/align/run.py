@@ -200,7 +200,7 @@ def run_align(options: AlignOptions) -> dict:
             verification.result()
             log.info("index checksums match [%.2f s]", time.perf_counter() - started)
             if options.paired:
-                yield from paired_chunks(options, index.max_read_length, model)
+                yield from paired_chunks(options, index.max_read_length, model, processes)
                 return
             # Chunks, or byte ranges of the input that the workers read and parse themselves
             # (parsed here for --skip/--upto: a range's record count is known once parsed).
@@ -348,7 +348,11 @@ class _ModelHolder:
         return self.model
 
 
-def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHolder):
+# The insert-size sample's chunks are at least this many bases (see paired_chunks).
+SMALLEST_SAMPLE_CHUNK_BASES = 1 << 16
+
+
+def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHolder, workers: int = 1):
     """Chunks of whole pairs, each carrying the insert-size model. Without a given model, the
     first items are the model's sample (the first SAMPLE_PAIRS pairs, in chunks of
     ``options.chunk_bases`` as any others, so that their buffers are no larger: numbers 0 ..
@@ -356,7 +360,8 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
     pair's observation is its own, so one chunk or several give the same), and only then do
     the chunks follow (numbered from k), so every chunk is paired under one model whatever the
     threads, processes or chunk size. The chunks read for the sample are held, not read again:
-    stdin works too."""
+    stdin works too. The sample is cut into at least ``workers`` chunks (of at least
+    SMALLEST_SAMPLE_CHUNK_BASES), so that the run's workers share it."""
     import dataclasses
 
     from bowmap.align.pairs import SAMPLE_PAIRS
@@ -380,7 +385,9 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
             batch = concatenate_batches([Batch(c.names, c.name_offsets, c.codes, c.offsets, c.qualities) for c in held])
             batch = slice_batch(batch, 0, min(batch.count, 2 * SAMPLE_PAIRS))
             model.sample_pairs = batch.count // 2
-            chunker = Chunker(options.chunk_bases, unit=2)
+            # Cut so that every one of the ``workers`` maps a piece: the run waits for the sample.
+            sample_bases = -(-int(batch.offsets[-1]) // max(1, workers))
+            chunker = Chunker(min(options.chunk_bases, max(SMALLEST_SAMPLE_CHUNK_BASES, sample_bases)), unit=2)
             sample = [*chunker.add(batch), *chunker.finish()]
             model.sample_chunks = len(sample)
             yield from sample
