@@ -15,7 +15,7 @@ def add_parser(subparsers):
         description="Map READS (FASTQ or FASTA, gzipped or not, - for stdin) to the index at PREFIX; "
         "with READS2 (or --interleaved), paired-end reads: READS holds R1, READS2 their mates in the same order.",
     )
-    parser.add_argument("index", metavar="PREFIX")
+    parser.add_argument("index", metavar="PREFIX", help="the index's prefix, as given to `bowmap index`, or its PREFIX.bmi file")
     parser.add_argument("reads", metavar="READS")
     parser.add_argument("mates", metavar="READS2", nargs="?", help="R2 file of paired-end reads")
     parser.add_argument("-o", "--output", metavar="OUT", help="SAM file, or BAM when it ends in .bam, any case (default: standard output)")
@@ -99,6 +99,9 @@ def run(args) -> int:
     from bowmap.runtime.devices import parse_memory
     from bowmap.runtime.output import refuse_inputs, sam_output_format
 
+    from bowmap.index.load import index_prefix
+
+    args.index = index_prefix(args.index)
     output_format = sam_output_format(args.output, args.output_fmt)
     device_memory = None if args.device_mem is None else parse_memory(args.device_mem)
     _check_index_prefix(args.index)

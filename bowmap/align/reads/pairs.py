@@ -145,6 +145,12 @@ class _InStep:
             rest = slice_batch(joined, count, joined.count)
             self.held[index] = [rest] if rest.count else []
         base = self.records[0]
+        if (taken[0].qualities is None) != (taken[1].qualities is None):
+            kinds = ["FASTA" if batch.qualities is None else "FASTQ" for batch in taken]
+            raise BowmapError(
+                f"{_source(self.paths[0])} is {kinds[0]}, {_source(self.paths[1])} {kinds[1]}: "
+                "give both mates' files in one format (qualities for both, or for neither)"
+            )
         _check_names(*taken, lambda i: f"{_where(self.paths[0], taken[0], i, base + i)} and {_where(self.paths[1], taken[1], i, base + i)}")
         self.records = [records + count for records in self.records]
         return _interleave(*taken)

@@ -1,0 +1,84 @@
+"""What a new user trips on (issue 30): the index's manifest named as its prefix, mates in two
+formats, BAM to a terminal, an empty input, a killed index build."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bowmap.cli import main
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+LAMBDA = DATA / "lambda_virus.fa"
+READS = DATA / "lambda_reads_100bp.fq.gz"
+R1, R2 = DATA / "lambda_pairs_R1.fq.gz", DATA / "lambda_pairs_R2.fq.gz"
+
+
+def run(capsys, *argv):
+    code = main([str(arg) for arg in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line_error(err: str, *needles: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bowmap: error: ") and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Path:
+    prefix = tmp_path_factory.mktemp("index") / "lambda"
+    assert main(["-q", "index", str(LAMBDA), str(prefix), "--device-mem", "1G"]) == 0
+    return prefix
+
+
+def test_the_manifests_own_name_is_taken_as_the_prefix(index, capsys):
+    """bwa takes ref.fa for its files ref.fa.bwt...: bowmap takes PREFIX.bmi for PREFIX."""
+    code, by_prefix, _ = run(capsys, "-q", "align", index, READS, "--devices", "cpu")
+    assert code == 0
+    code, by_manifest, err = run(capsys, "-q", "align", f"{index}.bmi", READS, "--devices", "cpu")
+    assert code == 0 and err == ""
+    body = [line for line in by_manifest.splitlines() if not line.startswith("@PG")]
+    assert body == [line for line in by_prefix.splitlines() if not line.startswith("@PG")]
+    code, out, _ = run(capsys, "inspect", f"{index}.bmi")
+    assert code == 0 and out.startswith(f"index\t{index}\t")
+
+
+def test_a_prefix_ending_in_bmi_is_still_a_prefix(tmp_path, capsys):
+    """An index built at PREFIX x.bmi (files x.bmi.bmi, ...) is found at x.bmi as before."""
+    prefix = tmp_path / "x.bmi"
+    assert main(["-q", "index", str(LAMBDA), str(prefix), "--device-mem", "1G"]) == 0
+    code, out, _ = run(capsys, "inspect", prefix)
+    assert code == 0 and out.startswith(f"index\t{prefix}\t")
+
+
+def fasta_of(fastq_gz: Path, path: Path) -> Path:
+    lines = gzip.decompress(fastq_gz.read_bytes()).decode().splitlines()
+    path.write_text("".join(f">{lines[i][1:]}\n{lines[i + 1]}\n" for i in range(0, len(lines), 4)))
+    return path
+
+
+@pytest.mark.parametrize("which", ["second", "first"])
+def test_mates_in_two_formats_are_one_line(index, tmp_path, capsys, which):
+    fasta = fasta_of(R2 if which == "second" else R1, tmp_path / "mates.fa")
+    pair = (R1, fasta) if which == "second" else (fasta, R2)
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "-q", "align", index, *pair, "-o", out, "--devices", "cpu")
+    assert code == 1
+    one_line_error(err, str(pair[0]), str(pair[1]), "FASTQ", "FASTA", "one format")
+    assert not out.exists() and os.listdir(tmp_path) == ["mates.fa"]
+
+
+def test_mates_both_fasta_map(index, tmp_path, capsys):
+    pair = fasta_of(R1, tmp_path / "r1.fa"), fasta_of(R2, tmp_path / "r2.fa")
+    code, out, _ = run(capsys, "-q", "align", index, *pair, "--devices", "cpu")
+    records = [line.split("\t") for line in out.splitlines() if not line.startswith("@")]
+    assert code == 0 and len(records) == 2000 and all(fields[10] == "*" for fields in records)
