@@ -82,3 +82,43 @@ def test_mates_both_fasta_map(index, tmp_path, capsys):
     code, out, _ = run(capsys, "-q", "align", index, *pair, "--devices", "cpu")
     records = [line.split("\t") for line in out.splitlines() if not line.startswith("@")]
     assert code == 0 and len(records) == 2000 and all(fields[10] == "*" for fields in records)
+
+
+def on_a_terminal(*argv) -> tuple[int, bytes, str]:
+    """Runs bowmap with standard output on a pseudo-terminal: (exit status, what reached the
+    terminal, standard error)."""
+    import pty
+    import threading
+
+    master, slave = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "bowmap", *map(str, argv)], stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    received = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 1 << 16)
+            except OSError:  # EIO: the slave side closed
+                return
+            if not data:
+                return
+            received.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    err = process.stderr.read().decode()
+    code = process.wait(120)
+    reader.join(10)
+    os.close(master)
+    return code, b"".join(received), err
+
+
+def test_bam_is_not_written_to_a_terminal_unless_asked(index):
+    code, shown, err = on_a_terminal("-q", "align", index, READS, "-O", "bam", "--devices", "cpu")
+    assert code == 1 and shown == b""
+    one_line_error(err, "-O bam", "compressed data not written to a terminal", "-o -")
+    code, shown, err = on_a_terminal("-q", "align", index, READS, "-O", "bam", "-o", "-", "--devices", "cpu")
+    assert code == 0 and err == "" and shown[:4] == b"\x1f\x8b\x08\x04"  # BGZF, as asked
+    code, shown, err = on_a_terminal("-q", "align", index, READS, "--upto", "1", "--devices", "cpu")
+    assert code == 0 and shown.startswith(b"@HD")  # SAM text is fine on a terminal

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from bowmap.commands.options import INT32, add_devices_option, integer
-from bowmap.runtime.errors import UsageError
+from bowmap.runtime.errors import BowmapError, UsageError
 
 
 def add_parser(subparsers):
@@ -103,6 +103,9 @@ def run(args) -> int:
 
     args.index = index_prefix(args.index)
     output_format = sam_output_format(args.output, args.output_fmt)
+    if output_format == "bam" and args.output is None and sys.stdout.isatty():
+        # As gzip and bgzip: binary on a terminal garbles it; `-o -` names standard output on purpose.
+        raise BowmapError("-O bam: compressed data not written to a terminal (redirect standard output, or give -o - to write it anyway)")
     device_memory = None if args.device_mem is None else parse_memory(args.device_mem)
     _check_index_prefix(args.index)
     reads_files = [("the reads file", args.reads)] + ([("the mates' reads file", args.mates)] if args.mates else [])
