@@ -122,3 +122,15 @@ def test_bam_is_not_written_to_a_terminal_unless_asked(index):
     assert code == 0 and err == "" and shown[:4] == b"\x1f\x8b\x08\x04"  # BGZF, as asked
     code, shown, err = on_a_terminal("-q", "align", index, READS, "--upto", "1", "--devices", "cpu")
     assert code == 0 and shown.startswith(b"@HD")  # SAM text is fine on a terminal
+
+
+@pytest.mark.parametrize("data", [b"", gzip.compress(b"")], ids=["plain", "gzip"])
+def test_an_empty_input_maps_to_a_header_with_a_warning(index, tmp_path, capsys, data):
+    reads = tmp_path / "empty.fq"
+    reads.write_bytes(data)
+    out = tmp_path / "out.sam"
+    code, _, err = run(capsys, "align", index, reads, "-o", out, "--devices", "cpu")
+    assert code == 0
+    warnings = [line for line in err.splitlines() if "holds no reads" in line]
+    assert len(warnings) == 1 and str(reads) in warnings[0] and "Traceback" not in err
+    assert all(line.startswith("@") for line in out.read_text().splitlines())
