@@ -134,3 +134,67 @@ def test_an_empty_input_maps_to_a_header_with_a_warning(index, tmp_path, capsys,
     warnings = [line for line in err.splitlines() if "holds no reads" in line]
     assert len(warnings) == 1 and str(reads) in warnings[0] and "Traceback" not in err
     assert all(line.startswith("@") for line in out.read_text().splitlines())
+
+
+# ------------------------------------------------------------------------- a killed index build
+
+
+def test_a_killed_index_build_leaves_quietly_and_the_next_build_clears_up(tmp_path):
+    """SIGKILL to `bowmap index` while block workers run: the workers leave with it, printing
+    nothing; the next build of the same prefix removes the killed build's temporary folder."""
+    import signal
+    import time
+
+    import numpy as np
+
+    from tests.conftest import codes_to_text, random_genome, write_fasta
+
+    rng = np.random.default_rng(8)
+    # Eight blocks, two at once: about 3 s on a busy 2-core machine, most of it in the workers.
+    fasta = write_fasta(tmp_path / "ref.fa", [(f"c{i}", codes_to_text(random_genome(rng, 4_000_000))) for i in range(3)])
+    prefix = tmp_path / "ref"
+    command = [sys.executable, "-m", "bowmap", "index", fasta, str(prefix), "--threads", "2", "--device-mem", "2M", "--no-progress"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    workers, deadline = [], time.monotonic() + 60
+    while not workers and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        workers = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    time.sleep(0.7)  # inside their blocks by now
+    workers = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()]
+    assert workers and process.poll() is None, "the build ended before it could be killed: make the reference larger"
+    process.kill()
+    rest = process.stderr.read()  # ends once every worker, which shares this pipe, has gone
+    process.wait(30)
+    assert "Traceback" not in rest and "bowmap-index-block" not in rest, rest
+    deadline = time.monotonic() + 30
+    while any(os.path.exists(f"/proc/{pid}") and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2] for pid in workers):
+        assert time.monotonic() < deadline, "block workers outlived their killed parent"
+        time.sleep(0.2)
+    left = [name for name in os.listdir(tmp_path) if name.endswith(".bowmap-tmp")]
+    assert len(left) == 1 and not (tmp_path / "ref.bmi").exists()
+    # Folders that are not an abandoned build of this prefix stay: another prefix's, one without
+    # a lock file, one whose lock names another prefix.
+    others = [tmp_path / ".ref2.abcdefgh.bowmap-tmp", tmp_path / ".ref.nolock00.bowmap-tmp", tmp_path / ".ref.otherpfx.bowmap-tmp"]
+    for folder in others:
+        folder.mkdir()
+    (others[0] / "build.lock").write_text(str(tmp_path / "ref2"))
+    (others[2] / "build.lock").write_text(str(tmp_path / "elsewhere" / "ref"))
+    small = write_fasta(tmp_path / "small.fa", [("s", codes_to_text(random_genome(rng, 5000)))])
+    assert main(["-q", "index", small, str(prefix)]) == 0
+    assert not (tmp_path / left[0]).exists() and all(folder.is_dir() for folder in others)
+    assert sorted(name for name in os.listdir(tmp_path) if name.endswith(".bowmap-tmp")) == sorted(folder.name for folder in others)
+
+
+def test_a_running_builds_folder_is_left_alone(tmp_path):
+    import fcntl
+
+    from bowmap.index_builder.build import remove_abandoned_workspaces
+
+    folder = tmp_path / ".ref.running0.bowmap-tmp"
+    folder.mkdir()
+    lock = folder / "build.lock"
+    lock.write_text(str(tmp_path / "ref"))
+    with open(lock) as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # as a running build holds it (another process: flock locks per open file)
+        assert remove_abandoned_workspaces(str(tmp_path / "ref")) == [] and folder.is_dir()
+    assert remove_abandoned_workspaces(str(tmp_path / "ref")) == [str(folder)] and not folder.exists()
