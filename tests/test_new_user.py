@@ -198,3 +198,27 @@ def test_a_running_builds_folder_is_left_alone(tmp_path):
         fcntl.flock(handle, fcntl.LOCK_EX)  # as a running build holds it (another process: flock locks per open file)
         assert remove_abandoned_workspaces(str(tmp_path / "ref")) == [] and folder.is_dir()
     assert remove_abandoned_workspaces(str(tmp_path / "ref")) == [str(folder)] and not folder.exists()
+
+
+# ------------------------------------------------------------------------------------- README
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's set-up: its first two ```sh blocks."""
+    text = (DATA.parent / "README.md").read_text()
+    blocks = text.split("```sh\n")[1:3]
+    return [block.split("```")[0].strip() for block in blocks]
+
+
+def test_readme_is_short_and_its_commands_hold_with_ci():
+    readme = (DATA.parent / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    quick_start, tests = readme_commands()
+    # Each works in a new shell: the environment named inside the command.
+    assert quick_start.startswith("python3 -m venv .venv && . .venv/bin/activate && ")
+    assert tests.startswith(". .venv/bin/activate && ")
+    assert "/tmp" not in quick_start and " work/" in quick_start
+    assert "/work/" in (DATA.parent / ".gitignore").read_text().split()
+    assert tests in (DATA.parent / ".ci" / "run").read_text()
+    for link in ("bench/RESULTS.md", "docs/install.md", "docs/usage.md", "docs/workflow.md"):
+        assert f"({link})" in readme and (DATA.parent / link).is_file()
