@@ -264,13 +264,6 @@ def _batch(chunk: ReadChunk) -> Batch:
     return Batch(chunk.names, chunk.name_offsets, chunk.codes, chunk.offsets, chunk.qualities)
 
 
-def paired_input(first: str, second: str | None, chunk_bases: int, max_read_length: int) -> Iterator[ReadChunk | PairedRange]:
-    """What the align pipeline hands its workers for pairs: :func:`paired_ranges` for two
-    uncompressed FASTQ files, else the chunks of :func:`read_pairs`."""
-    ranges = None if second is None else paired_ranges(first, second, chunk_bases, max_read_length)
-    return ranges if ranges is not None else read_pairs(first, second, chunk_bases, max_read_length)
-
-
 def first_pair_error(first: str, second: str | None, max_read_length: int, found: RangeInputError) -> BowmapError:
     """The input's first error as :func:`read_pairs` reports it, after a range failed with
     ``found``; if the whole input reads as pairs, the ranges were cut out of step (read names
