@@ -34,7 +34,7 @@ from bowmap.index.format import (
 )
 from bowmap.runtime.errors import BowmapError, UsageError
 
-log = logging.getLogger("bowmap.index.load")
+log = logging.getLogger("bowmap.index_builder")
 
 # Seed of the pseudo-random bases that stand in for ambiguous ones in the indexed text (as BWA
 # does): random rather than a constant base, so long N runs make no huge poly-A SA intervals.
@@ -126,14 +126,74 @@ def check_prefix(prefix: str) -> None:
         )
 
 
-def _make_workspace(prefix: str) -> str:
+# A build's temporary folder, beside the prefix: ".BASE.XXXXXXXX.bowmap-tmp" (mkdtemp's eight
+# characters), holding a lock file that names the prefix and that the build holds locked
+# (flock) while it runs. A build killed outright (SIGKILL) leaves its folder; the lock dies with
+# it, so the next build of the same prefix knows the folder is abandoned and removes it.
+WORKSPACE_SUFFIX = ".bowmap-tmp"
+WORKSPACE_LOCK = "build.lock"
+
+
+def _workspace_pattern(base: str):
+    import re
+
+    return re.compile(rf"\.{re.escape(base)}\.[a-z0-9_]{{8}}{re.escape(WORKSPACE_SUFFIX)}")
+
+
+def remove_abandoned_workspaces(prefix: str) -> list[str]:
+    """Remove the temporary folders that killed builds of ``prefix`` left beside it: only
+    folders named as this prefix's, whose lock file names this prefix and is locked by no one
+    (a running build holds its lock). Anything else is left alone. Returns the paths removed."""
+    import fcntl
+
+    folder = os.path.dirname(os.path.abspath(prefix))
+    pattern = _workspace_pattern(os.path.basename(prefix))
+    removed = []
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return removed
+    for name in sorted(names):
+        path = os.path.join(folder, name)
+        if not pattern.fullmatch(name) or os.path.islink(path) or not os.path.isdir(path):
+            continue
+        try:
+            descriptor = os.open(os.path.join(path, WORKSPACE_LOCK), os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue  # no lock file: not a folder this bowmap made, or one just being made
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            owner = os.read(descriptor, 1 << 12).decode("utf-8", "replace")
+            if owner == os.path.abspath(prefix):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+                log.info("removed %s, left by a build of %s that was killed", path, prefix)
+        except OSError:
+            pass  # locked: a build of this prefix is running
+        finally:
+            os.close(descriptor)
+    return removed
+
+
+def _make_workspace(prefix: str) -> tuple[str, int]:
+    """A new temporary folder for the build, and the descriptor of its lock file, held locked
+    until the build ends (see WORKSPACE_LOCK)."""
+    import fcntl
+
     folder = os.path.dirname(os.path.abspath(prefix))
     if not os.path.isdir(folder):
         raise BowmapError(f"{prefix}: cannot write the index, folder {folder} does not exist")
+    remove_abandoned_workspaces(prefix)
     try:
-        return tempfile.mkdtemp(prefix=f".{os.path.basename(prefix)}.", suffix=".bowmap-tmp", dir=folder)
+        workspace = tempfile.mkdtemp(prefix=f".{os.path.basename(prefix)}.", suffix=WORKSPACE_SUFFIX, dir=folder)
+        descriptor = os.open(os.path.join(workspace, WORKSPACE_LOCK), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except OSError as error:
         raise BowmapError(f"{prefix}: cannot write the index in {folder} ({error.strerror})") from None
+    # Locked before the prefix is written in: a cleaner that opens the file first reads no
+    # prefix and leaves the folder alone.
+    fcntl.flock(descriptor, fcntl.LOCK_EX)
+    os.write(descriptor, os.path.abspath(prefix).encode())
+    return workspace, descriptor
 
 
 def _install(workspace: str, prefix: str, manifest: dict) -> None:
@@ -186,7 +246,7 @@ def build_index(options: IndexOptions) -> dict:
     started = time.perf_counter()
     check_prefix(options.prefix)
     selected = _selected_devices(options.devices)
-    workspace = _make_workspace(options.prefix)
+    workspace, lock = _make_workspace(options.prefix)
     try:
         with _Phase("read reference") as phase:
             reference = read_reference(options.reference)
@@ -240,5 +300,6 @@ def build_index(options: IndexOptions) -> dict:
         raise BowmapError(f"{options.prefix}: writing the index failed ({error.strerror or error})") from None
     finally:
         shutil.rmtree(workspace, ignore_errors=True)
+        os.close(lock)
     log.info("index %s written [%.2f s]", options.prefix, time.perf_counter() - started)
     return manifest

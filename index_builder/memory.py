@@ -12,7 +12,7 @@ BLOCK_OVERHEAD covers the worker's interpreter with NumPy and pydivsufsort and t
 one step of the BWT pass. Both were fitted to the VmHWM of one worker process per block
 (pydivsufsort 0.0.20, NumPy 2.4, sa_sample 32): blocks of 10, 40, 100 and 200 Mbases peaked at
 136, 282, 590 and 1102 MB, 5.124 bytes a base plus 77-85 MB; 96 MiB leaves a margin.
-tests/index/test_memory_model.py checks the prediction against a measured block.
+tests/index/test_parallel_build.py checks the prediction against a measured block.
 """
 
 from __future__ import annotations

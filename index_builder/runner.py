@@ -21,7 +21,7 @@ from bowmap.index_builder.fm_block import peak_resident_bytes, write_block
 from bowmap.index_builder.memory import GIB, default_max_memory, plan_schedule, resident_bytes
 from bowmap.runtime.errors import BowmapError
 
-log = logging.getLogger("bowmap.index.load")
+log = logging.getLogger("bowmap.index_builder")
 
 
 def usable_cores() -> int:
@@ -107,15 +107,47 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
     return blocks
 
 
-def _block_worker(connection, job) -> None:
+def _leave_with_parent(parent: int) -> None:
+    """End this worker, quietly, when the build process ``parent`` dies (SIGKILL, the OOM
+    killer): it would otherwise build its block for nobody and print a traceback when its
+    result finds no reader. Linux: the kernel sends SIGKILL on the parent's death
+    (PR_SET_PDEATHSIG; the parent's thread that started the worker waits for it, so it outlives
+    it). Elsewhere, a thread that watches the parent's id. A parent already gone: leave now."""
+    import ctypes
+    import threading
+    import time
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        armed = libc.prctl(1, signal.SIGKILL, 0, 0, 0) == 0  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        armed = False
+    if os.getppid() != parent:
+        os._exit(1)
+    if not armed:
+
+        def watch():
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True, name="bowmap-parent-watch").start()
+
+
+def _block_worker(connection, job, parent: int) -> None:
     """Entry of a worker process: build one block, send back its result or error text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and stops the workers
+    _leave_with_parent(parent)
     try:
-        connection.send(("done", write_block(*job)))
-    except OSError as error:
-        connection.send(("oserror", error.strerror or str(error)))
-    except BaseException:  # noqa: BLE001 - sent to the parent, which raises it
-        connection.send(("error", traceback.format_exc()))
+        try:
+            message = ("done", write_block(*job))
+        except OSError as error:
+            message = ("oserror", error.strerror or str(error))
+        except BaseException:  # noqa: BLE001 - sent to the parent, which raises it
+            message = ("error", traceback.format_exc())
+        connection.send(message)
+    except OSError:  # the parent is gone (its end of the pipe closed): nobody to tell
+        os._exit(1)
     finally:
         connection.close()
 
@@ -138,7 +170,7 @@ def _run_in_workers(jobs: dict, schedule, baseline: int, cap: int, threads: int,
                 if may_start(number, list(running), schedule.predictions, baseline, cap, threads):
                     receiver, sender = context.Pipe(duplex=False)
                     process = context.Process(
-                        target=_block_worker, args=(sender, jobs[number]), name=f"bowmap-index-block-{number}", daemon=True
+                        target=_block_worker, args=(sender, jobs[number], os.getpid()), name=f"bowmap-index-block-{number}", daemon=True
                     )
                     process.start()
                     sender.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -39,7 +40,13 @@ def write_config(folder: Path, shard_pairs: int, r1=R1, r2=R2) -> Path:
 
 def snakemake(folder: Path, config: Path, *options) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "--configfile", str(config), "--cores", "2", "--resources", "gpu=1", *options]
-    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=600)
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=600, env=with_bowmap_on_path())
+
+
+def with_bowmap_on_path() -> dict:
+    """The environment with this Python's scripts (bowmap, snakemake) first on PATH: the jobs
+    call `bowmap`, and pytest may run without the virtual environment activated."""
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
 def records(path: Path) -> list[str]:
@@ -79,12 +86,51 @@ def test_the_merged_parts_are_one_run_sorted(tmp_path, whole, shard_pairs, parts
     assert header["RG"] == [{"ID": "lambda", "SM": "lambda", "PL": "ILLUMINA"}]
     bowmap = [program for program in header["PG"] if program["PN"] == "bowmap"]
     assert len(bowmap) == 1 and "--skip" not in bowmap[0]["CL"] and f"merged from {parts} parts" in bowmap[0]["DS"]
+    check_merge_program(header, merged, parts)
     assert (results / "lambda.bam.bai").stat().st_mtime >= merged.stat().st_mtime
     assert (results / "lambda.flagstat").read_text().startswith("2000 + 0 in total")
     with pysam.AlignmentFile(str(merged), "rb") as bam:  # the index works
         assert bam.count(bam.references[0], 1000, 2000) > 0
     again = snakemake(tmp_path, config)
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+def check_merge_program(header: dict, merged: Path, parts: int) -> None:
+    """samtools merge's @PG names the parts and the final BAM, follows bowmap's, and names none
+    of the workflow's hidden temporary files."""
+    merging = [program for program in header["PG"] if program["ID"] != "bowmap"]
+    assert [program["PN"] for program in merging] == ["samtools"] and merging[0]["PP"] == "bowmap"
+    words = shlex.split(merging[0]["CL"])
+    assert words[:2] == ["samtools", "merge"] and (merged.parents[2] / words[words.index("-o") + 1]).resolve() == merged.resolve()
+    assert [Path(word).name for word in words[words.index("-o") + 2 :]] == [f"{part}-of-{parts}.bam" for part in range(parts)]
+    assert ".tmp" not in str(header["PG"]) and "header.sam" not in str(header["PG"])
+
+
+def readme_workflow_command() -> str:
+    """The README's command that runs workflow/config.yaml on this machine."""
+    lines = [line.strip() for line in (ROOT / "README.md").read_text().splitlines() if "snakemake --configfile workflow/config.yaml --cores" in line]
+    assert len(lines) == 1, lines
+    return lines[0].split("#")[0].strip()
+
+
+def test_the_readmes_workflow_command_runs_on_a_fresh_clone(tmp_path):
+    """The README's command, in a new shell in a copy of the clone (data/ and workflow/), with
+    no --config: bowmap's own device choice, the CPU on a machine without a GPU."""
+    for name in ("data", "workflow"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    # The clone's virtual environment: this Python's, whichever it is.
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    (tmp_path / ".venv" / "bin" / "activate").write_text(f'export PATH="{Path(sys.executable).parent}:$PATH"\n')
+    command = readme_workflow_command()
+    assert "--config " not in command and "devices" not in command
+    done = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    merged = tmp_path / "work" / "results" / "lambda.bam"
+    assert (tmp_path / "work" / "results" / "lambda.flagstat").read_text().startswith("2000 + 0 in total")
+    header = pysam.AlignmentFile(str(merged), "rb").header.to_dict()
+    check_merge_program(header, merged, 4)
+    assert sorted(os.listdir(tmp_path)) == [".snakemake", ".venv", "data", "work", "workflow"]
 
 
 def test_failed_parts_leave_no_bam_and_a_rerun_redoes_only_them(tmp_path, whole):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from bowmap.commands.options import INT32, add_devices_option, integer
-from bowmap.runtime.errors import UsageError
+from bowmap.runtime.errors import BowmapError, UsageError
 
 
 def add_parser(subparsers):
@@ -15,7 +15,7 @@ def add_parser(subparsers):
         description="Map READS (FASTQ or FASTA, gzipped or not, - for stdin) to the index at PREFIX; "
         "with READS2 (or --interleaved), paired-end reads: READS holds R1, READS2 their mates in the same order.",
     )
-    parser.add_argument("index", metavar="PREFIX")
+    parser.add_argument("index", metavar="PREFIX", help="the index's prefix, as given to `bowmap index`, or its PREFIX.bmi file")
     parser.add_argument("reads", metavar="READS")
     parser.add_argument("mates", metavar="READS2", nargs="?", help="R2 file of paired-end reads")
     parser.add_argument("-o", "--output", metavar="OUT", help="SAM file, or BAM when it ends in .bam, any case (default: standard output)")
@@ -99,7 +99,13 @@ def run(args) -> int:
     from bowmap.runtime.devices import parse_memory
     from bowmap.runtime.output import refuse_inputs, sam_output_format
 
+    from bowmap.index.load import index_prefix
+
+    args.index = index_prefix(args.index)
     output_format = sam_output_format(args.output, args.output_fmt)
+    if output_format == "bam" and args.output is None and sys.stdout.isatty():
+        # As gzip and bgzip: binary on a terminal garbles it; `-o -` names standard output on purpose.
+        raise BowmapError("-O bam: compressed data not written to a terminal (redirect standard output, or give -o - to write it anyway)")
     device_memory = None if args.device_mem is None else parse_memory(args.device_mem)
     _check_index_prefix(args.index)
     reads_files = [("the reads file", args.reads)] + ([("the mates' reads file", args.mates)] if args.mates else [])

@@ -10,8 +10,9 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from bowmap.index.load import load_index
+    from bowmap.index.load import index_prefix, load_index
 
+    args.prefix = index_prefix(args.prefix)
     index = load_index(args.prefix)
     parameters = index.manifest["parameters"]
     print(f"index\t{args.prefix}\tformat {index.manifest['format_version']}\t{index.total_length} bases")

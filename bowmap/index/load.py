@@ -246,6 +246,15 @@ def verify_index(index: FMIndex) -> None:
             raise BowmapError(f"{path}: index file corrupted (SHA-256 does not match the manifest)")
 
 
+def index_prefix(name: str) -> str:
+    """The prefix of the index that ``name`` names: ``name`` itself, or, when ``name`` is an
+    index's manifest (``P.bmi``, a file) and no ``P.bmi.bmi`` exists, ``P`` -- as bwa takes
+    ``ref.fa`` for its files ``ref.fa.bwt``, ``ref.fa.pac``, a user may give the file's own name."""
+    if name.endswith(MANIFEST_SUFFIX) and os.path.isfile(name) and not os.path.exists(name + MANIFEST_SUFFIX):
+        return name[: -len(MANIFEST_SUFFIX)]
+    return name
+
+
 def read_manifest(prefix: str) -> dict:
     path = prefix + MANIFEST_SUFFIX
     raw = read_bytes(path, missing=f"no bowmap index at {prefix!r} (build one with `bowmap index REF.fa {prefix}`)")

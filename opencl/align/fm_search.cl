@@ -10,7 +10,7 @@
  * seed's count in the whole text for choose_seeds, and block_rows (one per read) counts the hits
  * each block's locate_hits will write.
  *
- * Buffers (layouts in bowmap/index_format.py):
+ * Buffers (layouts in bowmap/index/format.py):
  *   lines   uint[lines][16]  occurrence lines: 4 counts (A,C,G,T before the line), then 12 words
  *                            of 16 bases, 2 bits each, base j of a word in bits 2j..2j+1;
  *                            192 bases a line, 64 bytes: one rank query reads one cache line.

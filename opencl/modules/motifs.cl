@@ -3,7 +3,7 @@
  * Scores: for regions i < j and distance class δ, S_δ(i, j) = Σ over the configurations c of
  * class δ, Σ over the keys present in both regions' sub-tables c of min(count_i, count_j).
  *
- * Buffers (built by bowmap/motifs.py, `build_tables`) hold the configurations
+ * Buffers (built by bowmap/modules/motifs/kernels.py, `build_tables`) hold the configurations
  * [config_first, config_end) of all regions (all of them, or one batch of a pipelined run),
  * configuration-major; c below counts from config_first:
  *   keys     key_t[E + 4]  masked k-mers (KEY_BITS 64: 3 bits a base; 32: 2 bits a base),

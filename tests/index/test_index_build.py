@@ -217,7 +217,7 @@ def test_failed_build_leaves_the_old_index_and_no_temporary_files(small_index, t
 def test_large_genome_sizes_blocks_by_the_selected_device(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(build_module, "GUARANTEED_MEMORY", 1000)  # as if the genome were large
     fasta = write_fasta(tmp_path / "ref.fa", [("chr", "ACGTTGCA" * 500)])
-    with caplog.at_level("INFO", logger="bowmap.index.load"):
+    with caplog.at_level("INFO", logger="bowmap.index_builder"):
         manifest = build_index(IndexOptions(reference=fasta, prefix=str(tmp_path / "ref"), devices="cpu"))
     from bowmap.runtime.devices import list_devices, parse_device_spec
 

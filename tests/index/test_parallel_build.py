@@ -114,11 +114,11 @@ def test_blocks_are_byte_identical_whatever_the_threads(tmp_path, caplog):
     rng = np.random.default_rng(3)
     sequence = "".join("ACGT"[code] for code in random_genome(rng, 100_000))
     fasta = write_fasta(tmp_path / "ref.fa", [("c1", sequence[:61_000]), ("c2", "N" * 500 + sequence[61_000:])])
-    with caplog.at_level(logging.INFO, logger="bowmap.index.load"):
+    with caplog.at_level(logging.INFO, logger="bowmap.index_builder"):
         one = _build(tmp_path, "one", fasta, threads=1)
     assert "with 1 block(s) at once" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="bowmap.index.load"):
+    with caplog.at_level(logging.INFO, logger="bowmap.index_builder"):
         three = _build(tmp_path, "three", fasta, threads=3)
     assert "with 3 block(s) at once" in caplog.text and "in its process" in caplog.text
     assert len(one["blocks"]) >= 4
@@ -130,7 +130,7 @@ def test_blocks_are_byte_identical_whatever_the_threads(tmp_path, caplog):
 
 def test_a_block_over_the_cap_is_built_alone_with_a_warning(tmp_path, caplog):
     fasta = write_fasta(tmp_path / "ref.fa", [("c", "ACGTTGCAAT" * 3000)])
-    with caplog.at_level(logging.INFO, logger="bowmap.index.load"):
+    with caplog.at_level(logging.INFO, logger="bowmap.index_builder"):
         manifest = _build(tmp_path, "idx", fasta, threads=2, max_memory=1 << 20)
     assert "over --max-memory 0.00 GiB: it is built alone" in caplog.text
     assert "with 1 block(s) at once" in caplog.text

@@ -41,9 +41,11 @@ def sort(source: str, target: str, threads: int) -> None:
             os.remove(partial)
 
 
-def merged_header(parts: list[str]) -> str:
+def merged_header(parts: list[str], target: str, threads: int) -> str:
     """The parts' header (they must agree but for their window options), with one @PG for
-    bowmap: the parts' command line without its --skip/--upto/-o, the parts named in DS."""
+    bowmap: the parts' command line without its --skip/--upto/-o, the parts named in DS; then
+    one for samtools merge as a user who ran it by hand would have (PP: bowmap; the parts in, the
+    final ``target`` out, not the hidden files this script writes first)."""
     headers = []
     for path in parts:
         with pysam.AlignmentFile(path, "rb") as bam:
@@ -60,7 +62,11 @@ def merged_header(parts: list[str]) -> str:
             raise SystemExit(f"bam.py: {path}: its header or bowmap command line differs from {parts[0]}'s beyond --skip/--upto/-o")
     program = {"ID": "bowmap", **programs[0], "CL": whole, "DS": f"merged from {len(parts)} parts mapped with --skip/--upto (workflow/Snakefile)"}
     header = {key: value for key, value in first.items() if key != "PG"}
-    header["PG"] = [program]  # the parts' own samtools sort @PG lines are left out
+    merging = {
+        "ID": "samtools", "PN": "samtools", "PP": "bowmap", "VN": pysam.__samtools_version__,
+        "CL": shlex.join(["samtools", "merge", "-c", "-p", "-@", str(threads), "-o", target, *parts]),
+    }
+    header["PG"] = [program, merging]  # the parts' sort wrote no @PG (--no-PG)
     header["HD"] = dict(first.get("HD", {"VN": "1.6"}), SO="coordinate")
     return str(pysam.AlignmentHeader.from_dict(header))
 
@@ -69,11 +75,12 @@ def merge(target: str, flagstat: str, threads: int, parts: list[str]) -> None:
     partial, header_path, flagstat_partial = temporary(target), temporary(target) + ".header.sam", temporary(flagstat)
     try:
         with open(header_path, "w") as handle:
-            handle.write(merged_header(parts))
-        # -c -p: the parts' @RG and @PG lines are one set, not renamed apart; -h: the header above.
+            handle.write(merged_header(parts, target, threads))
+        # -c -p: the parts' @RG and @PG lines are one set, not renamed apart; -h: the header above
+        # (with merge's own @PG: --no-PG keeps samtools from adding one naming the hidden files).
         # Records at equal coordinates come in the order of the parts, then of each part: the
         # parts hold consecutive reads, so that is the whole input's order.
-        pysam.merge("-c", "-p", "-f", "-@", str(threads), "-h", header_path, "-o", partial, *parts, catch_stdout=False)
+        pysam.merge("--no-PG", "-c", "-p", "-f", "-@", str(threads), "-h", header_path, "-o", partial, *parts, catch_stdout=False)
         pysam.index("-@", str(threads), partial, partial + ".bai", catch_stdout=False)
         with open(flagstat_partial, "w") as handle:
             handle.write(pysam.flagstat("-@", str(threads), partial))

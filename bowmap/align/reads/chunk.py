@@ -33,6 +33,9 @@ class ReadChunk:
     # model's sample, see bowmap.align.pairs).
     paired: bool = False
     insert_model: object = None
+    # Bytes of the input file (compressed bytes for gzip, R1's for pairs) read through this
+    # chunk's last record, about (the reader's current block end): the progress bar's position.
+    input_end: int | None = None
 
     @property
     def count(self) -> int:

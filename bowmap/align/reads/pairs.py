@@ -18,7 +18,7 @@ import numpy as np
 from bowmap.align.reads.chunk import Batch, Chunker, ReadChunk, concatenate_batches, slice_batch
 from bowmap.align.reads.parse import Parser, _name, longest_record
 from bowmap.align.reads.ranges import RangeInputError, ReadRange, file_head, first_record, read_at, record_start, starts_record
-from bowmap.align.reads.stream import DEFAULT_BLOCK_BYTES, GZIP_MAGIC, input_blocks, prefetched
+from bowmap.align.reads.stream import DEFAULT_BLOCK_BYTES, GZIP_MAGIC, input_blocks, prefetched, warn_empty
 from bowmap.runtime.arrays import segment_ranges
 from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.files import open_for_reading
@@ -37,34 +37,46 @@ def read_pairs(
     if chunk_bases < 1 or max_read_length < 0 or block_bytes < 1:
         raise ValueError("chunk_bases and block_bytes must be positive, max_read_length not negative")
     chunker = Chunker(chunk_bases, unit=2)
+    position = [0]  # bytes of the first file read so far (compressed for gzip): chunks' input_end
+    chunks = 0
+
+    def placed(made: Iterator[ReadChunk]) -> Iterator[ReadChunk]:
+        nonlocal chunks
+        for chunk in made:
+            chunk.input_end, chunks = position[0], chunks + 1
+            yield chunk
+
     if second is None:
         mates = _Interleaved(first)
-        for batch in _batches(first, max_read_length, block_bytes):
-            yield from chunker.add(mates.pairs(batch))
+        for batch in _batches(first, max_read_length, block_bytes, position):
+            yield from placed(chunker.add(mates.pairs(batch)))
         mates.finish()
     else:
         steps = _InStep(first, second)
-        sources = [_batches(path, max_read_length, block_bytes) for path in (first, second)]
+        sources = [_batches(path, max_read_length, block_bytes, mark) for path, mark in ((first, position), (second, [0]))]
         for index, source in enumerate(sources):
             steps.fill(index, source)
         while True:
             batch = steps.pairs()
             if batch is None:
                 break
-            yield from chunker.add(batch)
+            yield from placed(chunker.add(batch))
             for index, source in enumerate(sources):
                 steps.fill(index, source)
         steps.finish()
-    yield from chunker.finish()
+    yield from placed(chunker.finish())
+    if chunks == 0:
+        warn_empty(_source(first) if second is None else f"{_source(first)} (and {_source(second)})")
 
 
 def _source(path: str) -> str:
     return "stdin" if path == "-" else path
 
 
-def _batches(path: str, max_read_length: int, block_bytes: int) -> Iterator[Batch]:
+def _batches(path: str, max_read_length: int, block_bytes: int, position: list[int]) -> Iterator[Batch]:
+    """The batches of ``path``; ``position[0]``: bytes of it read so far (compressed for gzip)."""
     parser = Parser(_source(path), max_read_length)
-    for block in prefetched(input_blocks(path, _source(path), block_bytes)):
+    for block, position[0] in prefetched(input_blocks(path, _source(path), block_bytes)):
         yield from (batch for batch in parser.feed(block) if batch.count)
     batch = parser.finish()
     if batch is not None and batch.count:
@@ -145,6 +157,12 @@ class _InStep:
             rest = slice_batch(joined, count, joined.count)
             self.held[index] = [rest] if rest.count else []
         base = self.records[0]
+        if (taken[0].qualities is None) != (taken[1].qualities is None):
+            kinds = ["FASTA" if batch.qualities is None else "FASTQ" for batch in taken]
+            raise BowmapError(
+                f"{_source(self.paths[0])} is {kinds[0]}, {_source(self.paths[1])} {kinds[1]}: "
+                "give both mates' files in one format (qualities for both, or for neither)"
+            )
         _check_names(*taken, lambda i: f"{_where(self.paths[0], taken[0], i, base + i)} and {_where(self.paths[1], taken[1], i, base + i)}")
         self.records = [records + count for records in self.records]
         return _interleave(*taken)
@@ -237,19 +255,13 @@ class PairedRange:
             raise RangeInputError(str(error)) from None
         batch = _interleave(*taken)
         return ReadChunk(
-            self.number, -1, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities, paired=True, insert_model=self.insert_model
+            self.number, -1, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities, paired=True, insert_model=self.insert_model,
+            input_end=self.first.end,
         )
 
 
 def _batch(chunk: ReadChunk) -> Batch:
     return Batch(chunk.names, chunk.name_offsets, chunk.codes, chunk.offsets, chunk.qualities)
-
-
-def paired_input(first: str, second: str | None, chunk_bases: int, max_read_length: int) -> Iterator[ReadChunk | PairedRange]:
-    """What the align pipeline hands its workers for pairs: :func:`paired_ranges` for two
-    uncompressed FASTQ files, else the chunks of :func:`read_pairs`."""
-    ranges = None if second is None else paired_ranges(first, second, chunk_bases, max_read_length)
-    return ranges if ranges is not None else read_pairs(first, second, chunk_bases, max_read_length)
 
 
 def first_pair_error(first: str, second: str | None, max_read_length: int, found: RangeInputError) -> BowmapError:

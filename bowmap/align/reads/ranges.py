@@ -42,6 +42,9 @@ class ReadRange:
     last: bool  # the file's last range: it may end without a newline or with blank lines
     max_read_length: int
     text: bytes | None = None  # the range's text, or None: read from the file
+    # Compressed bytes of a gzipped file read through ``end`` (about; see _cut_text); for an
+    # uncompressed file ``end`` itself. The progress bar's position.
+    input_end: int | None = None
 
     def chunk(self) -> ReadChunk:
         """The range's reads (``first_read`` is -1: the reads before it were never counted)."""
@@ -70,7 +73,12 @@ class ReadRange:
             empty = np.zeros(0, dtype=np.uint8)
             batches = [Batch(empty, np.zeros(1, dtype=np.int64), empty, np.zeros(1, dtype=np.int64), empty)]
         batch = concatenate_batches(batches)
-        return ReadChunk(self.number, -1, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities)
+        return ReadChunk(self.number, -1, batch.names, batch.name_offsets, batch.codes, batch.offsets, batch.qualities, input_end=self.position)
+
+    @property
+    def position(self) -> int:
+        """Bytes of the input file read through this range's end (compressed bytes for gzip)."""
+        return self.end if self.input_end is None else self.input_end
 
 
 _PROBE_BYTES = 1 << 16  # bytes read at a time around a cut (grown for longer records)
@@ -205,10 +213,10 @@ def _gzip_ranges(path: str, target_bytes: int, max_read_length: int, ramp: int) 
     blocks = prefetched(input_blocks(path, path, DEFAULT_BLOCK_BYTES))
     try:
         try:
-            head = next(blocks, b"")
+            head, position = next(blocks, (b"", 0))
             first = first_record(head)
             if first is not None:
-                yield from _cut_text(blocks, head[first:], first, path, target_bytes, max_read_length, ramp)
+                yield from _cut_text(blocks, head[first:], first, _TextPositions(len(head), position), path, target_bytes, max_read_length, ramp)
                 return
         except RangeInputError:
             raise
@@ -220,19 +228,40 @@ def _gzip_ranges(path: str, target_bytes: int, max_read_length: int, ramp: int) 
     yield from read_chunks(path, max(1, target_bytes // 2), max_read_length, ramp=ramp)
 
 
-def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, max_read_length: int, ramp: int) -> Iterator[ReadRange]:
-    """Ranges of the text of ``blocks``, ``pending`` (starting with a record, at ``start`` in
-    the text) first."""
+class _TextPositions:
+    """Where in the compressed file a text offset lies, about: linear between the ends of the
+    decompressed blocks, whose compressed positions the reader gives (input_blocks)."""
+
+    def __init__(self, text_end: int, position: int):
+        self.marks = [(0, 0), (text_end, position)]  # (text offset, compressed offset), rising
+
+    def add(self, length: int, position: int) -> None:
+        self.marks.append((self.marks[-1][0] + length, position))
+
+    def at(self, offset: int) -> int:
+        while len(self.marks) > 2 and self.marks[1][0] < offset:
+            self.marks.pop(0)  # offsets asked for only rise
+        (low_text, low), (high_text, high) = self.marks[0], self.marks[1]
+        if offset >= high_text or high_text == low_text:
+            return high
+        return low + (high - low) * (offset - low_text) // (high_text - low_text)
+
+
+def _cut_text(blocks, pending: bytes, start: int, positions: _TextPositions, path: str, target_bytes: int, max_read_length: int, ramp: int) -> Iterator[ReadRange]:
+    """Ranges of the text of ``blocks`` ((text, compressed position) pairs), ``pending``
+    (starting with a record, at ``start`` in the text) first."""
     number, ended = 0, False
     while True:
         target = ramped(target_bytes, number, ramp)
         found, _ = _find_record(pending, target, ended)
         if found is not None:
-            yield ReadRange(number, path, start, start + found, False, max_read_length, pending[:found])
-            pending, start, number = pending[found:], start + found, number + 1
+            end = start + found
+            yield ReadRange(number, path, start, end, False, max_read_length, pending[:found], positions.at(end))
+            pending, start, number = pending[found:], end, number + 1
         elif ended:
             if pending:
-                yield ReadRange(number, path, start, start + len(pending), True, max_read_length, pending)
+                end = start + len(pending)
+                yield ReadRange(number, path, start, end, True, max_read_length, pending, positions.at(end))
             return
         elif len(pending) > target + longest_record(max_read_length):
             raise RangeInputError(f"{path}: no FASTQ record starts before byte {start + len(pending)} of its text")
@@ -241,7 +270,8 @@ def _cut_text(blocks, pending: bytes, start: int, path: str, target_bytes: int, 
             if block is None:
                 ended = True
             else:
-                pending += block
+                pending += block[0]
+                positions.add(len(block[0]), block[1])
 
 
 def starts_record(data: bytes, at: int, reaches_end: bool) -> bool | None:

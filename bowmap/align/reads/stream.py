@@ -1,11 +1,13 @@
 """The whole input read in blocks and parsed into chunks (:func:`read_chunks`): files or stdin, gzip
 detected by its magic bytes (several gzip members accepted, as bgzip writes them) and
-decompressed in blocks, read ahead in a thread.
+decompressed in blocks, read ahead in a thread. Each block comes with how far into the input it
+reaches (bytes of the file, compressed bytes for gzip): the progress bar's one unit.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import sys
 import zlib
 from collections.abc import Iterator
@@ -17,6 +19,14 @@ from bowmap.runtime.files import open_for_reading
 
 GZIP_MAGIC = b"\x1f\x8b"
 DEFAULT_BLOCK_BYTES = 4 << 20  # input bytes parsed at once (decompressed bytes for gzip)
+
+log = logging.getLogger("bowmap.align")
+
+
+def warn_empty(source: str) -> None:
+    """An input without a record maps to a header-only SAM: say so (a truncated download, a
+    wrong file) rather than exit 0 silently."""
+    log.warning("%s holds no reads: the output holds the header only", source)
 
 
 def read_chunks(
@@ -39,20 +49,27 @@ def read_chunks(
     source = "stdin" if path == "-" else path
     parser = Parser(source, max_read_length)
     chunker = Chunker(chunk_bases, ramp=ramp)
-    for block in prefetched(input_blocks(path, source, block_bytes)):
+    position, chunks = 0, 0
+    for block, position in prefetched(input_blocks(path, source, block_bytes)):
         for batch in parser.feed(block):
-            yield from chunker.add(batch)
+            for chunk in chunker.add(batch):
+                chunk.input_end, chunks = position, chunks + 1
+                yield chunk
     batch = parser.finish()
-    if batch is not None:
-        yield from chunker.add(batch)
-    yield from chunker.finish()
+    for chunk in [*(chunker.add(batch) if batch is not None else ()), *chunker.finish()]:
+        chunk.input_end, chunks = position, chunks + 1
+        yield chunk
+    if chunks == 0:
+        warn_empty(source)
 
 
 # ---------------------------------------------------------------------------------------- input
 
 
-def input_blocks(path: str, source: str, block_bytes: int) -> Iterator[bytes]:
-    """The input's (decompressed) bytes in blocks of about ``block_bytes``."""
+def input_blocks(path: str, source: str, block_bytes: int) -> Iterator[tuple[bytes, int]]:
+    """The input's (decompressed) bytes in blocks of about ``block_bytes``, each with the bytes
+    of the input read to make it (compressed bytes for gzip; zlib's own few KiB of look-ahead
+    aside), counted from the start of the file."""
     if path == "-":
         yield from _decoded(_raw_stdin(), source, block_bytes)
         return
@@ -133,10 +150,13 @@ class _FullReads:
         return b"".join(parts)
 
 
-def _decoded(stream, source: str, block_bytes: int) -> Iterator[bytes]:
+def _decoded(stream, source: str, block_bytes: int) -> Iterator[tuple[bytes, int]]:
+    read = [0]  # bytes of the input read so far
+
     def raw_blocks(first: bytes) -> Iterator[bytes]:
         block = first
         while block:
+            read[0] += len(block)
             yield block
             try:
                 block = stream.read(block_bytes)
@@ -154,14 +174,16 @@ def _decoded(stream, source: str, block_bytes: int) -> Iterator[bytes]:
             break
         first += more
     if first[:2] == GZIP_MAGIC:
-        yield from _gunzip(raw_blocks(first), source, block_bytes)
+        yield from _gunzip(raw_blocks(first), read, source, block_bytes)
     else:
-        yield from raw_blocks(first)
+        yield from ((block, read[0]) for block in raw_blocks(first))
 
 
-def _gunzip(raw_blocks: Iterator[bytes], source: str, block_bytes: int) -> Iterator[bytes]:
+def _gunzip(raw_blocks: Iterator[bytes], read: list[int], source: str, block_bytes: int) -> Iterator[tuple[bytes, int]]:
     """Decompress gzip members one after another (``cat a.gz b.gz`` and bgzip write several),
-    at most ``block_bytes`` of output per call so a highly compressed file cannot flood memory."""
+    at most ``block_bytes`` of output per call so a highly compressed file cannot flood memory.
+    Each output block comes with the compressed bytes consumed to make it (``read[0]``: bytes
+    read so far, less those not yet fed to zlib)."""
     decompressor = zlib.decompressobj(wbits=31)
     fed = False
     try:
@@ -171,7 +193,8 @@ def _gunzip(raw_blocks: Iterator[bytes], source: str, block_bytes: int) -> Itera
                 fed = True
                 output = decompressor.decompress(data, block_bytes)
                 if output:
-                    yield output
+                    left = decompressor.unused_data if decompressor.eof else decompressor.unconsumed_tail
+                    yield output, read[0] - len(left)
                 if decompressor.eof:
                     data = decompressor.unused_data
                     decompressor = zlib.decompressobj(wbits=31)
@@ -184,7 +207,7 @@ def _gunzip(raw_blocks: Iterator[bytes], source: str, block_bytes: int) -> Itera
                 output = decompressor.decompress(b"", block_bytes)
                 if not output:
                     break
-                yield output
+                yield output, read[0]
             if not decompressor.eof:
                 raise BowmapError(f"{source}: truncated gzip data (the file ends inside a compressed stream)")
     except zlib.error as error:

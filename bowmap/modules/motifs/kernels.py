@@ -539,13 +539,6 @@ def edge_weights(scores: np.ndarray, weights) -> np.ndarray:
     return weights @ scores.astype(np.float64)
 
 
-def motif_scores(regions: list[np.ndarray], options: TableOptions, device, kernel: str = "thread-to-pair"):
-    """Tables and all-pair scores of ``regions`` (code arrays) on ``device`` (a DeviceContext):
-    returns (tables, scores uint32[d + 1, n (n - 1) / 2]) in packed pair order."""
-    tables = build_tables(*concatenate_regions(regions), options)
-    return tables, MotifComparer(device, tables).compare(kernel)
-
-
 def pipelined_scores(codes, starts, lengths, options: TableOptions, device, kernel: str = "auto",
                      batches: int | None = None, threads: int | None = None, timings: dict | None = None) -> np.ndarray:
     """All-pair scores uint32[d + 1, n (n - 1) / 2] of the regions codes[starts[r] : +lengths[r]],
