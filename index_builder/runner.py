@@ -32,11 +32,15 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: str, base: str) -> list[dict]:
+def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: str, base: str,
+                 writer=None, extra: tuple = (), fields: tuple = ()) -> list[dict]:
     """Build every block of ``plan`` ((start, length) each) into ``folder``; their manifest entries
-    in block order."""
+    in block order. ``writer`` builds one block (``fm_block.write_block`` for DNA,
+    ``symbols.write_symbol_block`` for protein and text, given ``extra`` after the usual
+    arguments); ``fields`` names what else of its result goes into the manifest entry."""
     from tqdm import tqdm
 
+    writer = writer or write_block  # looked up at the call: tests replace it
     threads = options.threads or usable_cores()
     cap = options.max_memory or default_max_memory()
     baseline = resident_bytes()
@@ -59,7 +63,7 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
             number, (baseline + schedule.predictions[number]) / GIB, cap / GIB,
         )
     jobs = {
-        number: (pac_path, start, length, options.sa_sample, folder, f"{base}.{number}", openmp_threads)
+        number: (writer, (pac_path, start, length, options.sa_sample, folder, f"{base}.{number}", openmp_threads, *extra))
         for number, (start, length) in enumerate(plan)
     }
     bar = tqdm(total=len(plan), desc="index blocks", unit="block", disable=not options.progress, leave=False)
@@ -81,7 +85,8 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
     try:
         if schedule.at_once == 1:
             for number in schedule.order:
-                finished(number, write_block(*jobs[number]), own_process=False)
+                job_writer, arguments = jobs[number]
+                finished(number, job_writer(*arguments), own_process=False)
         else:
             _run_in_workers(jobs, schedule, baseline, cap, threads, finished, options.prefix)
     finally:
@@ -95,6 +100,7 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
                 "length": length,
                 "primary": result["primary"],
                 "symbol_counts": result["symbol_counts"],
+                **{field: result[field] for field in fields},
                 "files": result["files"],
             }
         )
@@ -111,7 +117,8 @@ def _block_worker(connection, job) -> None:
     """Entry of a worker process: build one block, send back its result or error text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and stops the workers
     try:
-        connection.send(("done", write_block(*job)))
+        writer, arguments = job
+        connection.send(("done", writer(*arguments)))
     except OSError as error:
         connection.send(("oserror", error.strerror or str(error)))
     except BaseException:  # noqa: BLE001 - sent to the parent, which raises it
