@@ -63,7 +63,7 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
             number, (baseline + schedule.predictions[number]) / GIB, cap / GIB,
         )
     jobs = {
-        number: (writer, (pac_path, start, length, options.sa_sample, folder, f"{base}.{number}", openmp_threads, *extra))
+        number: (pac_path, start, length, options.sa_sample, folder, f"{base}.{number}", openmp_threads, *extra)
         for number, (start, length) in enumerate(plan)
     }
     bar = tqdm(total=len(plan), desc="index blocks", unit="block", disable=not options.progress, leave=False)
@@ -85,10 +85,9 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
     try:
         if schedule.at_once == 1:
             for number in schedule.order:
-                job_writer, arguments = jobs[number]
-                finished(number, job_writer(*arguments), own_process=False)
+                finished(number, writer(*jobs[number]), own_process=False)
         else:
-            _run_in_workers(jobs, schedule, baseline, cap, threads, finished, options.prefix)
+            _run_in_workers(jobs, schedule, baseline, cap, threads, finished, options.prefix, writer)
     finally:
         bar.close()
     blocks = []
@@ -113,12 +112,11 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
     return blocks
 
 
-def _block_worker(connection, job) -> None:
+def _block_worker(connection, job, writer=write_block) -> None:
     """Entry of a worker process: build one block, send back its result or error text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and stops the workers
     try:
-        writer, arguments = job
-        connection.send(("done", writer(*arguments)))
+        connection.send(("done", writer(*job)))
     except OSError as error:
         connection.send(("oserror", error.strerror or str(error)))
     except BaseException:  # noqa: BLE001 - sent to the parent, which raises it
@@ -127,7 +125,7 @@ def _block_worker(connection, job) -> None:
         connection.close()
 
 
-def _run_in_workers(jobs: dict, schedule, baseline: int, cap: int, threads: int, finished, prefix: str) -> None:
+def _run_in_workers(jobs: dict, schedule, baseline: int, cap: int, threads: int, finished, prefix: str, writer=write_block) -> None:
     """Start blocks in ``schedule.order`` under :func:`memory.may_start`, one spawned process a
     block; call ``finished(number, result, True)`` as each ends. On any error or interrupt the
     running workers are terminated before it propagates."""
@@ -145,7 +143,7 @@ def _run_in_workers(jobs: dict, schedule, baseline: int, cap: int, threads: int,
                 if may_start(number, list(running), schedule.predictions, baseline, cap, threads):
                     receiver, sender = context.Pipe(duplex=False)
                     process = context.Process(
-                        target=_block_worker, args=(sender, jobs[number]), name=f"bowmap-index-block-{number}", daemon=True
+                        target=_block_worker, args=(sender, jobs[number], writer), name=f"bowmap-index-block-{number}", daemon=True
                     )
                     process.start()
                     sender.close()
