@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bowmap.index.alphabet import BITS_PER_LINE, WAVELET_LINE_WORDS, index_bytes_per_symbol
 from bowmap.index.format import (
     BASES_PER_LINE,
     MAX_BLOCK_BASES,
@@ -15,11 +16,17 @@ from bowmap.runtime.errors import UsageError
 INDEX_SHARE = 0.5
 
 
-def block_bases_for_memory(device_memory: int, max_allocation: int, sa_sample: int) -> int:
-    """The most bases one block may hold on a device with ``device_memory`` bytes of global
-    memory, of which one buffer may take at most ``max_allocation`` bytes."""
-    by_total = int(device_memory * INDEX_SHARE / index_bytes_per_base(sa_sample))
-    by_allocation = max_allocation // (4 * WORDS_PER_LINE) * BASES_PER_LINE  # the occ buffer is the largest
+def block_bases_for_memory(device_memory: int, max_allocation: int, sa_sample: int, levels: int | None = None) -> int:
+    """The most bases (symbols) one block may hold on a device with ``device_memory`` bytes of
+    global memory, of which one buffer may take at most ``max_allocation`` bytes. ``levels``:
+    None for DNA's occurrence lines, else the wavelet matrix's bit levels (protein, text)."""
+    if levels is None:
+        by_total = int(device_memory * INDEX_SHARE / index_bytes_per_base(sa_sample))
+        by_allocation = max_allocation // (4 * WORDS_PER_LINE) * BASES_PER_LINE  # the occ buffer is the largest
+    else:
+        by_total = int(device_memory * INDEX_SHARE / index_bytes_per_symbol(levels, sa_sample))
+        # The wavelet lines (all levels, one buffer) are the largest buffer.
+        by_allocation = max_allocation // (levels * 4 * WAVELET_LINE_WORDS) * BITS_PER_LINE
     return min(by_total, by_allocation, MAX_BLOCK_BASES)
 
 

@@ -59,6 +59,7 @@ class IndexOptions:
     # their predicted peaks stay under ``max_memory`` bytes (None: see memory.default_max_memory).
     threads: int | None = None
     max_memory: int | None = None
+    alphabet: str = "dna"  # dna, protein or text (bowmap.index.alphabet)
 
     @property
     def overlap(self) -> int:
@@ -202,7 +203,7 @@ def _install(workspace: str, prefix: str, manifest: dict) -> None:
     manifest_path = prefix + MANIFEST_SUFFIX
     if os.path.lexists(manifest_path):
         os.unlink(manifest_path)  # an older index at this prefix stops loading before its files change
-    entries = [manifest["files"]["pac"]] + [entry for block in manifest["blocks"] for entry in block["files"].values()]
+    entries = list(manifest["files"].values()) + [entry for block in manifest["blocks"] for entry in block["files"].values()]
     for entry in entries:
         os.replace(os.path.join(workspace, entry["name"]), os.path.join(folder, entry["name"]))
     os.replace(os.path.join(workspace, os.path.basename(manifest_path)), manifest_path)
@@ -223,11 +224,11 @@ def _selected_devices(spec: str | None) -> list:
     return parse_device_spec(spec, list_devices(), builds=lambda info: True)
 
 
-def _device_limits(options: IndexOptions, total: int, selected: list | None = None) -> tuple[int, int]:
+def _device_limits(options: IndexOptions, total: int, selected: list | None = None, levels: int | None = None) -> tuple[int, int]:
     """(device memory, largest allocation) to size blocks by, in bytes."""
     if options.device_memory is not None:
         return options.device_memory, options.max_allocation or options.device_memory // 4
-    if block_bases_for_memory(GUARANTEED_MEMORY, GUARANTEED_MEMORY, options.sa_sample) >= total:
+    if block_bases_for_memory(GUARANTEED_MEMORY, GUARANTEED_MEMORY, options.sa_sample, levels) >= total:
         # One block on any device: asking the devices could not change the plan, and loading an
         # OpenCL driver (PoCL brings LLVM) would cost more memory than indexing a small genome.
         log.info("the whole index fits any OpenCL device: one block, no device query")
@@ -241,6 +242,93 @@ def _device_limits(options: IndexOptions, total: int, selected: list | None = No
     return smallest.global_memory, smallest.max_allocation
 
 
+def _manifest(options: IndexOptions, reference, total: int, plan_info: tuple[int, int, int], holes, files: dict, blocks: list) -> dict:
+    """The manifest; a DNA index's is today's, key for key (protein and text add theirs after)."""
+    block_bases, device_memory, max_allocation = plan_info
+    hole_starts, hole_lengths = holes
+    return {
+        "magic": MAGIC,
+        "format_version": FORMAT_VERSION,
+        "bowmap_version": __version__,
+        "reference": os.path.abspath(options.reference),
+        "parameters": {
+            "sa_sample": options.sa_sample,
+            "max_read_length": options.max_read_length,
+            "overlap": options.overlap,
+            "block_bases": block_bases,
+            "device_memory": device_memory,
+            "max_allocation": max_allocation,
+        },
+        "total_length": total,
+        "contigs": [
+            {"name": name, "start": int(start), "length": int(length)}
+            for name, start, length in zip(reference.names, reference.starts, reference.lengths)
+        ],
+        "ambiguous": {"starts": hole_starts.tolist(), "lengths": hole_lengths.tolist()},
+        "files": files,
+        "blocks": blocks,
+    }
+
+
+def _plan(options: IndexOptions, total: int, selected, levels: int | None = None) -> tuple[list, tuple[int, int, int]]:
+    device_memory, max_allocation = _device_limits(options, total, selected, levels)
+    block_bases = block_bases_for_memory(device_memory, max_allocation, options.sa_sample, levels)
+    plan = plan_blocks(total, block_bases, options.overlap)
+    unit = "bases" if levels is None else "symbols"
+    log.info(
+        "%d block(s) of at most %d %s (device memory %d bytes, overlap %d %s)",
+        len(plan), block_bases, unit, device_memory, options.overlap, unit,
+    )
+    return plan, (block_bases, device_memory, max_allocation)
+
+
+def _build_dna(options: IndexOptions, selected, workspace: str, base: str) -> dict:
+    with _Phase("read reference") as phase:
+        reference = read_reference(options.reference)
+        hole_starts, hole_lengths = reference.ambiguous_runs()
+        total = len(reference.codes)
+        phase.what = (
+            f"read {options.reference}: {len(reference.names)} contig(s), {total} bases, "
+            f"{len(hole_starts)} ambiguous run(s) ({int(hole_lengths.sum())} bases)"
+        )
+    with _Phase("pack reference") as phase:
+        pac_entry = write_packed_text(workspace, f"{base}.pac", reference.codes, int(hole_lengths.sum()))
+        del reference.codes  # the blocks read their text back from the .pac file
+        phase.what = f"packed reference: {pac_entry['bytes']} bytes"
+    plan, plan_info = _plan(options, total, selected)
+    blocks = build_blocks(options, plan, os.path.join(workspace, pac_entry["name"]), workspace, base)
+    return _manifest(options, reference, total, plan_info, (hole_starts, hole_lengths), {"pac": pac_entry}, blocks)
+
+
+def _build_symbols(options: IndexOptions, selected, workspace: str, base: str) -> dict:
+    """A protein or text index (bowmap.index.alphabet): symbols file, wavelet-matrix blocks."""
+    from bowmap.index.alphabet import ALPHABET_FORMAT_VERSION, levels_for
+    from bowmap.index_builder.symbols import read_protein, read_text, write_symbol_block, write_symbol_text
+
+    with _Phase("read reference") as phase:
+        reference = (read_protein if options.alphabet == "protein" else read_text)(options.reference)
+        total = len(reference.codes)
+        symbols = np.flatnonzero(np.bincount(reference.codes, minlength=256)).tolist()
+        phase.what = (
+            f"read {options.reference} as {options.alphabet}: {len(reference.names)} contig(s), {total} symbols, "
+            f"{len(symbols)} distinct"
+        )
+    sym_entry = write_symbol_text(workspace, f"{base}.sym", reference.codes)
+    del reference.codes
+    levels = levels_for(len(symbols))
+    plan, plan_info = _plan(options, total, selected, levels)
+    blocks = build_blocks(
+        options, plan, os.path.join(workspace, sym_entry["name"]), workspace, base,
+        writer=write_symbol_block, extra=(symbols, options.alphabet), fields=("zeros",),
+    )
+    empty = np.zeros(0, dtype=np.int64)
+    manifest = _manifest(options, reference, total, plan_info, (empty, empty), {"sym": sym_entry}, blocks)
+    manifest["format_version"] = ALPHABET_FORMAT_VERSION
+    manifest["alphabet"] = options.alphabet
+    manifest["symbols"] = symbols
+    return manifest
+
+
 def build_index(options: IndexOptions) -> dict:
     """Build the index; return its manifest. Raises :class:`BowmapError` on bad input."""
     started = time.perf_counter()
@@ -248,50 +336,11 @@ def build_index(options: IndexOptions) -> dict:
     selected = _selected_devices(options.devices)
     workspace, lock = _make_workspace(options.prefix)
     try:
-        with _Phase("read reference") as phase:
-            reference = read_reference(options.reference)
-            hole_starts, hole_lengths = reference.ambiguous_runs()
-            total = len(reference.codes)
-            phase.what = (
-                f"read {options.reference}: {len(reference.names)} contig(s), {total} bases, "
-                f"{len(hole_starts)} ambiguous run(s) ({int(hole_lengths.sum())} bases)"
-            )
         base = os.path.basename(options.prefix)
-        with _Phase("pack reference") as phase:
-            pac_entry = write_packed_text(workspace, f"{base}.pac", reference.codes, int(hole_lengths.sum()))
-            del reference.codes  # the blocks read their text back from the .pac file
-            phase.what = f"packed reference: {pac_entry['bytes']} bytes"
-
-        device_memory, max_allocation = _device_limits(options, total, selected)
-        block_bases = block_bases_for_memory(device_memory, max_allocation, options.sa_sample)
-        plan = plan_blocks(total, block_bases, options.overlap)
-        log.info(
-            "%d block(s) of at most %d bases (device memory %d bytes, overlap %d bases)",
-            len(plan), block_bases, device_memory, options.overlap,
-        )
-        blocks = build_blocks(options, plan, os.path.join(workspace, pac_entry["name"]), workspace, base)
-        manifest = {
-            "magic": MAGIC,
-            "format_version": FORMAT_VERSION,
-            "bowmap_version": __version__,
-            "reference": os.path.abspath(options.reference),
-            "parameters": {
-                "sa_sample": options.sa_sample,
-                "max_read_length": options.max_read_length,
-                "overlap": options.overlap,
-                "block_bases": block_bases,
-                "device_memory": device_memory,
-                "max_allocation": max_allocation,
-            },
-            "total_length": total,
-            "contigs": [
-                {"name": name, "start": int(start), "length": int(length)}
-                for name, start, length in zip(reference.names, reference.starts, reference.lengths)
-            ],
-            "ambiguous": {"starts": hole_starts.tolist(), "lengths": hole_lengths.tolist()},
-            "files": {"pac": pac_entry},
-            "blocks": blocks,
-        }
+        if options.alphabet == "dna":
+            manifest = _build_dna(options, selected, workspace, base)
+        else:
+            manifest = _build_symbols(options, selected, workspace, base)
         with open(os.path.join(workspace, base + MANIFEST_SUFFIX), "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=1)
             handle.write("\n")

@@ -32,11 +32,15 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: str, base: str) -> list[dict]:
+def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: str, base: str,
+                 writer=None, extra: tuple = (), fields: tuple = ()) -> list[dict]:
     """Build every block of ``plan`` ((start, length) each) into ``folder``; their manifest entries
-    in block order."""
+    in block order. ``writer`` builds one block (``fm_block.write_block`` for DNA,
+    ``symbols.write_symbol_block`` for protein and text, given ``extra`` after the usual
+    arguments); ``fields`` names what else of its result goes into the manifest entry."""
     from tqdm import tqdm
 
+    writer = writer or write_block  # looked up at the call: tests replace it
     threads = options.threads or usable_cores()
     cap = options.max_memory or default_max_memory()
     baseline = resident_bytes()
@@ -59,7 +63,7 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
             number, (baseline + schedule.predictions[number]) / GIB, cap / GIB,
         )
     jobs = {
-        number: (pac_path, start, length, options.sa_sample, folder, f"{base}.{number}", openmp_threads)
+        number: (pac_path, start, length, options.sa_sample, folder, f"{base}.{number}", openmp_threads, *extra)
         for number, (start, length) in enumerate(plan)
     }
     bar = tqdm(total=len(plan), desc="index blocks", unit="block", disable=not options.progress, leave=False)
@@ -81,9 +85,9 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
     try:
         if schedule.at_once == 1:
             for number in schedule.order:
-                finished(number, write_block(*jobs[number]), own_process=False)
+                finished(number, writer(*jobs[number]), own_process=False)
         else:
-            _run_in_workers(jobs, schedule, baseline, cap, threads, finished, options.prefix)
+            _run_in_workers(jobs, schedule, baseline, cap, threads, finished, options.prefix, writer)
     finally:
         bar.close()
     blocks = []
@@ -95,6 +99,7 @@ def build_blocks(options, plan: list[tuple[int, int]], pac_path: str, folder: st
                 "length": length,
                 "primary": result["primary"],
                 "symbol_counts": result["symbol_counts"],
+                **{field: result[field] for field in fields},
                 "files": result["files"],
             }
         )
@@ -134,13 +139,13 @@ def _leave_with_parent(parent: int) -> None:
         threading.Thread(target=watch, daemon=True, name="bowmap-parent-watch").start()
 
 
-def _block_worker(connection, job, parent: int) -> None:
+def _block_worker(connection, job, parent: int, writer=write_block) -> None:
     """Entry of a worker process: build one block, send back its result or error text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and stops the workers
     _leave_with_parent(parent)
     try:
         try:
-            message = ("done", write_block(*job))
+            message = ("done", writer(*job))
         except OSError as error:
             message = ("oserror", error.strerror or str(error))
         except BaseException:  # noqa: BLE001 - sent to the parent, which raises it
@@ -152,7 +157,7 @@ def _block_worker(connection, job, parent: int) -> None:
         connection.close()
 
 
-def _run_in_workers(jobs: dict, schedule, baseline: int, cap: int, threads: int, finished, prefix: str) -> None:
+def _run_in_workers(jobs: dict, schedule, baseline: int, cap: int, threads: int, finished, prefix: str, writer=write_block) -> None:
     """Start blocks in ``schedule.order`` under :func:`memory.may_start`, one spawned process a
     block; call ``finished(number, result, True)`` as each ends. On any error or interrupt the
     running workers are terminated before it propagates."""
@@ -170,7 +175,7 @@ def _run_in_workers(jobs: dict, schedule, baseline: int, cap: int, threads: int,
                 if may_start(number, list(running), schedule.predictions, baseline, cap, threads):
                     receiver, sender = context.Pipe(duplex=False)
                     process = context.Process(
-                        target=_block_worker, args=(sender, jobs[number], os.getpid()), name=f"bowmap-index-block-{number}", daemon=True
+                        target=_block_worker, args=(sender, jobs[number], os.getpid(), writer), name=f"bowmap-index-block-{number}", daemon=True
                     )
                     process.start()
                     sender.close()

@@ -108,6 +108,7 @@ def run(args) -> int:
         raise BowmapError("-O bam: compressed data not written to a terminal (redirect standard output, or give -o - to write it anyway)")
     device_memory = None if args.device_mem is None else parse_memory(args.device_mem)
     _check_index_prefix(args.index)
+    _check_dna_index(args.index)
     reads_files = [("the reads file", args.reads)] + ([("the mates' reads file", args.mates)] if args.mates else [])
     refuse_inputs({"-o": args.output}, [*reads_files, *_index_files(args.index)])
     try:
@@ -205,12 +206,27 @@ def _index_files(prefix: str) -> list[tuple[str, str]]:
     files = [(f"the manifest of index {prefix}", prefix + MANIFEST_SUFFIX)]
     try:
         manifest = read_manifest(prefix)
-        entries = [manifest["files"]["pac"]] + [entry for block in manifest["blocks"] for entry in block["files"].values()]
+        entries = list(manifest["files"].values()) + [entry for block in manifest["blocks"] for entry in block["files"].values()]
         folder = os.path.dirname(os.path.abspath(prefix))
         files += [(f"a file of index {prefix}", os.path.join(folder, entry["name"])) for entry in entries]
     except (BowmapError, KeyError, TypeError, AttributeError):
         pass
     return files
+
+
+def _check_dna_index(prefix: str) -> None:
+    """Reads align to a DNA index only: a protein or text index (bowmap find's) is one line."""
+    import os
+
+    from bowmap.index.format import MANIFEST_SUFFIX
+    from bowmap.index.load import read_manifest
+
+    if os.path.exists(prefix + MANIFEST_SUFFIX):
+        alphabet = read_manifest(prefix).get("alphabet", "dna")
+        if alphabet != "dna":
+            raise BowmapError(
+                f"{prefix}: a {alphabet} index; bowmap align maps DNA reads to a DNA index (use bowmap find to search it)"
+            )
 
 
 def _check_index_prefix(prefix: str) -> None:

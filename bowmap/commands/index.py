@@ -13,9 +13,15 @@ def add_parser(subparsers):
         "index",
         help="build the blocked FM-index of a reference",
         description="Build the FM-index of REF (FASTA, optionally gzipped) at PREFIX, split into "
-        "blocks that each fit one device's memory.",
+        "blocks that each fit one device's memory. --alphabet protein indexes amino-acid FASTA, "
+        "--alphabet text any file's raw bytes (for `bowmap find`; `bowmap align` needs dna).",
     )
     index.add_argument("reference", metavar="REF.fa[.gz]")
+    index.add_argument(
+        "--alphabet", choices=("dna", "protein", "text"), default="dna",
+        help="dna: FASTA of bases (default); protein: FASTA of amino acids (A-Z, *); text: REF's raw "
+        "bytes (1-255), one contig named after the file",
+    )
     index.add_argument("prefix", metavar="PREFIX", help="index files are written as PREFIX.*")
     index.add_argument(
         "--device-mem",
@@ -80,6 +86,7 @@ def run(args) -> int:
         progress=not args.no_progress and sys.stderr.isatty(),
         threads=args.threads,
         max_memory=max_memory,
+        alphabet=args.alphabet,
     )
     build_index(options)
     return 0
@@ -93,6 +100,6 @@ def _index_outputs(prefix: str) -> list[tuple[str, str]]:
 
     from bowmap.index.format import MANIFEST_SUFFIX
 
-    paths = [prefix + MANIFEST_SUFFIX, prefix + ".pac"]
-    paths += [path for path in glob.glob(glob.escape(prefix) + ".*") if re.fullmatch(r"\.\d+\.(occ|mrk|sa)", path[len(prefix):])]
+    paths = [prefix + MANIFEST_SUFFIX, prefix + ".pac", prefix + ".sym"]
+    paths += [path for path in glob.glob(glob.escape(prefix) + ".*") if re.fullmatch(r"\.\d+\.(occ|wm|mrk|sa)", path[len(prefix):])]
     return [("PREFIX", path) for path in paths]

@@ -15,7 +15,10 @@ def run(args) -> int:
     args.prefix = index_prefix(args.prefix)
     index = load_index(args.prefix)
     parameters = index.manifest["parameters"]
-    print(f"index\t{args.prefix}\tformat {index.manifest['format_version']}\t{index.total_length} bases")
+    unit = "bases" if index.alphabet == "dna" else "symbols"
+    print(f"index\t{args.prefix}\tformat {index.manifest['format_version']}\t{index.total_length} {unit}\talphabet {index.alphabet}")
+    if index.alphabet != "dna":
+        print(f"symbols\t{len(index.symbols)}\t{bytes(index.symbols)!r}")
     print(
         f"parameters\tsa_sample {parameters['sa_sample']}\tmax_read_length {parameters['max_read_length']}"
         f"\toverlap {parameters['overlap']}\tblock_bases {parameters['block_bases']}"

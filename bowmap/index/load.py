@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bowmap.index.alphabet import ALPHABET_FORMAT_VERSION, ALPHABETS, WAVELET_LINE_WORDS, levels_for
+from bowmap.index.alphabet import line_count as wavelet_line_count
 from bowmap.index.format import (
     FORMAT_VERSION,
     MAGIC,
@@ -41,15 +43,17 @@ class IndexBlock:
     start: int  # text position of the block's first base
     length: int  # n
     primary: int
-    symbol_counts: np.ndarray  # int64[4]
-    occ: np.ndarray  # uint32[lines, 16]
+    symbol_counts: np.ndarray  # int64[4] (DNA), int64[sigma] (protein, text: by code)
+    occ: np.ndarray  # uint32[lines, 16] (DNA); the wavelet lines uint32[levels, lines, 16] (protein, text)
     marks: np.ndarray  # uint32[groups, 4]
     samples: np.ndarray  # uint32
+    zeros: np.ndarray | None = None  # int64[levels]: each wavelet level's 0 bits (protein, text)
 
     @property
     def first_rows(self) -> np.ndarray:
-        """C: row of the first suffix starting with A, C, G, T (row 0 is the empty suffix)."""
-        return (1 + np.concatenate(([0], np.cumsum(self.symbol_counts)[:3]))).astype(np.int64)
+        """C: row of the first suffix starting with each symbol, A, C, G, T for DNA (row 0 is the
+        empty suffix)."""
+        return (1 + np.concatenate(([0], np.cumsum(self.symbol_counts)[:-1]))).astype(np.int64)
 
 
 # What a data file of a loaded index was: (device, inode, size, modification time in ns) of the
@@ -82,7 +86,7 @@ class FMIndex:
     contig_lengths: np.ndarray  # int64
     ambiguous_starts: np.ndarray  # int64, text positions of ambiguous runs
     ambiguous_lengths: np.ndarray  # int64
-    packed: np.ndarray  # uint8, 2-bit packed text
+    packed: np.ndarray  # uint8, 2-bit packed text (DNA); the symbols, a byte each (protein, text)
     blocks: list[IndexBlock]
     file_stats: dict[str, FileStat] = field(default_factory=dict)  # of the files mapped, by name
 
@@ -90,6 +94,16 @@ class FMIndex:
     def identity(self) -> IndexIdentity:
         """What a worker process needs to load exactly this index (see :class:`IndexIdentity`)."""
         return IndexIdentity(self.manifest, dict(self.file_stats))
+
+    @property
+    def alphabet(self) -> str:
+        """dna, protein or text (bowmap.index.alphabet); a manifest without the key is DNA's."""
+        return self.manifest.get("alphabet", "dna")
+
+    @property
+    def symbols(self) -> np.ndarray:
+        """uint8: the byte values of a protein or text index's symbols, by code."""
+        return np.array(self.manifest.get("symbols", []), dtype=np.uint8)
 
     @property
     def total_length(self) -> int:
@@ -227,7 +241,7 @@ def verify_index(index: FMIndex) -> None:
     other threads run meanwhile: `bowmap align` checks in a helper thread while its worker
     processes start, given an index loaded with ``verify=False``)."""
     folder = index_folder(index.prefix)
-    entries = [index.manifest["files"]["pac"]] + [entry for block in index.manifest["blocks"] for entry in block["files"].values()]
+    entries = list(index.manifest["files"].values()) + [entry for block in index.manifest["blocks"] for entry in block["files"].values()]
     for entry in entries:
         path = os.path.join(folder, entry["name"])
         with open_for_reading(path, missing=_MISSING) as handle:
@@ -265,20 +279,24 @@ def read_manifest(prefix: str) -> dict:
     if not isinstance(manifest, dict) or manifest.get("magic") != MAGIC:
         raise BowmapError(f"{path}: not a bowmap index manifest")
     version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
+    alphabet = manifest.get("alphabet", "dna")
+    if version == ALPHABET_FORMAT_VERSION and alphabet in ALPHABETS[1:]:
+        return manifest
+    if version != FORMAT_VERSION or "alphabet" in manifest:
         raise BowmapError(
             f"{path}: index format version {version} is not the one this bowmap reads ({FORMAT_VERSION}); rebuild the index"
         )
     return manifest
 
 
-def _check_contigs(manifest_path: str, names: list, starts: np.ndarray, lengths: np.ndarray, total: int) -> None:
-    """The manifest's contigs must tile the indexed text exactly, with names SAM can carry: a
-    wrong length would reach the SAM header (@SQ LN) and every position past it."""
+def _check_contigs(manifest_path: str, names: list, starts: np.ndarray, lengths: np.ndarray, total: int, dna: bool = True) -> None:
+    """The manifest's contigs must tile the indexed text exactly, with names SAM can carry (DNA;
+    protein and text: names with no tab or line break): a wrong length would reach the SAM
+    header (@SQ LN) and every position past it."""
     if not names:
         raise BowmapError(f"{manifest_path}: damaged manifest (no contigs)")
     for name in names:
-        if not isinstance(name, str) or not SAM_REFERENCE_NAME.fullmatch(name):
+        if not isinstance(name, str) or not (SAM_REFERENCE_NAME.fullmatch(name) if dna else name and not set(name) & set("\t\r\n")):
             raise BowmapError(f"{manifest_path}: damaged manifest (contig name {name!r} is not a valid SAM reference name)")
     if len(set(names)) != len(names):
         raise BowmapError(f"{manifest_path}: damaged manifest (contig names repeat)")
@@ -324,13 +342,25 @@ def load_index(prefix: str, verify: bool = True, identity: IndexIdentity | None 
         contig_names = [contig["name"] for contig in contigs]
         contig_starts = np.array([int(contig["start"]) for contig in contigs], dtype=np.int64)
         contig_lengths = np.array([int(contig["length"]) for contig in contigs], dtype=np.int64)
-        _check_contigs(manifest_path, contig_names, contig_starts, contig_lengths, total)
-        packed = _load_file(prefix, manifest["files"]["pac"], np.uint8, (-(-total // 4),), stats, expected)
+        dna = manifest.get("alphabet", "dna") == "dna"
+        _check_contigs(manifest_path, contig_names, contig_starts, contig_lengths, total, dna)
+        if dna:
+            packed = _load_file(prefix, manifest["files"]["pac"], np.uint8, (-(-total // 4),), stats, expected)
+        else:
+            packed = _load_file(prefix, manifest["files"]["sym"], np.uint8, (total,), stats, expected)
+            levels = levels_for(len(manifest["symbols"]))
         blocks = []
         for number, block in enumerate(manifest["blocks"]):
             n = int(block["length"])
             files = block["files"]
             marks = _load_file(prefix, files["mrk"], np.uint32, (group_count(n), 4), stats, expected)
+            if dna:
+                occ, zeros = _load_file(prefix, files["occ"], np.uint32, (line_count(n), WORDS_PER_LINE), stats, expected), None
+            else:
+                occ = _load_file(prefix, files["wm"], np.uint32, (levels, wavelet_line_count(n), WAVELET_LINE_WORDS), stats, expected)
+                zeros = np.array(block["zeros"], dtype=np.int64)
+                if len(zeros) != levels or len(block["symbol_counts"]) != len(manifest["symbols"]):
+                    raise BowmapError(f"{manifest_path}: damaged manifest (block {number}'s symbol counts or levels)")
             blocks.append(
                 IndexBlock(
                     number=number,
@@ -338,9 +368,10 @@ def load_index(prefix: str, verify: bool = True, identity: IndexIdentity | None 
                     length=n,
                     primary=int(block["primary"]),
                     symbol_counts=np.array(block["symbol_counts"], dtype=np.int64),
-                    occ=_load_file(prefix, files["occ"], np.uint32, (line_count(n), WORDS_PER_LINE), stats, expected),
+                    occ=occ,
                     marks=marks,
                     samples=_load_file(prefix, files["sa"], np.uint32, (files["sa"]["bytes"] // 4,), stats, expected),
+                    zeros=zeros,
                 )
             )
         index = FMIndex(

@@ -216,14 +216,15 @@ def parse_device_spec(spec: str | None, devices: list[DeviceInfo], builds=_build
     return chosen
 
 
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([A-Za-z0-9_.]+)"[ \t]*$', re.MULTILINE)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([A-Za-z0-9_./]+)"[ \t]*$', re.MULTILINE)
 
 
 def kernel_source(name: str) -> str:
     """The text of ``opencl/<name>`` (a path such as ``align/fm_search.cl``), read from the
     installed package's data, with each line ``#include "other"`` replaced by the text of the
-    header ``other`` beside it (one level: headers include nothing), since a program is built
-    from one string without an include path."""
+    header ``other`` beside it, or ``folder/other`` under ``opencl/`` when it names a folder (a
+    header shared by kernels of several folders, such as ``fm/dna_rank.h``); one level: headers
+    include nothing, since a program is built from one string without an include path."""
     resource = importlib.resources.files("bowmap.opencl").joinpath(*name.split("/"))
     try:
         text = resource.read_text(encoding="utf-8")
@@ -232,7 +233,13 @@ def kernel_source(name: str) -> str:
     if name.endswith(".h"):
         return text
     folder = name.rpartition("/")[0]
-    return _INCLUDE.sub(lambda match: kernel_source(f"{folder}/{match.group(1)}" if folder else match.group(1)), text)
+    def header(match) -> str:
+        included = match.group(1)
+        if "/" in included or not folder:
+            return kernel_source(included)
+        return kernel_source(f"{folder}/{included}")
+
+    return _INCLUDE.sub(header, text)
 
 
 class DeviceContext:

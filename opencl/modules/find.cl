@@ -1,0 +1,113 @@
+/* find.cl -- `bowmap find`: every exact occurrence of patterns in one index block, forward
+ * strand: a backward search per pattern, then a locate per suffix-array row. Owner:
+ * bowmap/modules/find/kernels.py; NumPy twin: bowmap/modules/find/reference.py.
+ *
+ * Alphabet by build option: none for DNA (2-bit occurrence lines, fm/dna_rank.h, shared with
+ * align/fm_search.cl), -DWAVELET for protein and text (wavelet matrix, fm/wavelet_rank.h).
+ *
+ * Work-items: find_search one per pattern; find_locate one per row of the intervals it is given.
+ * Both guard their count, so the global size may be rounded up to the work-group size.
+ *
+ * Buffers (layouts: bowmap/index/format.py, bowmap/index/alphabet.py):
+ *   lines    DNA: uint[lines][16] occurrence lines; WAVELET: uint[levels][level_lines][16]
+ *   meta     DNA: uint[4] first_rows (C of A, C, G, T); WAVELET: sigma, zeros[levels], lf_base[sigma]
+ *   marks    uint4[groups]: x marked rows before the group, y,z,w the mark bits of its 96 rows
+ *   samples  uint[]: block offset of each marked row's suffix, in row order
+ *   codes    uchar[]: pattern symbol codes (DNA 0..3; WAVELET 0..sigma-1; any larger code is a
+ *            symbol the index lacks and matches nothing); pattern i is
+ *            codes[offsets[i] .. offsets[i] + lengths[i]), lengths[i] >= 1
+ *   results  uint[2][count]: lo, then hi: the pattern's rows [lo, hi), lo = hi = 0 when absent
+ *   starts   uint[2][intervals]: lo of each interval piece, then before (rows of the pieces
+ *            before it; before[0] = 0); positions uint[count]: block offset of each row's suffix
+ *
+ * Invariants: n < 2^31 (uint arithmetic); located rows lie in 1..n; the suffix starting at 0 is
+ * sampled, so LF never steps onto row `primary`.
+ */
+
+#ifdef WAVELET
+#include "fm/wavelet_rank.h"
+#define INDEX_PARAMS __global const uint *lines, const uint primary, __global const uint *meta, const uint levels, const uint level_lines
+#define LF_RANK(row, code) wm_lf_rank(lines, primary, meta, levels, level_lines, row, code)
+#define LF_STEP(row) wm_lf_step(lines, primary, meta, levels, level_lines, row)
+#define SYMBOLS (meta[0])
+#else
+#include "fm/dna_rank.h"
+#define INDEX_PARAMS __global const uint *lines, const uint primary, __global const uint *meta, const uint levels, const uint level_lines
+#define LF_RANK(row, code) (meta[code] + rank(lines, primary, row, code))
+#define LF_STEP(row) dna_lf_step(lines, primary, meta, row)
+#define SYMBOLS 4u
+
+inline uint dna_lf_step(__global const uint *lines, uint primary, __global const uint *meta, uint row)
+{
+    uint stored = row - (row > primary);
+    uint line = stored / BASES_PER_LINE;
+    uint offset = stored - line * BASES_PER_LINE;
+    uint code = (lines[(size_t)line * LINE_WORDS + 4 + (offset >> 4)] >> (2u * (offset & 15u))) & 3u;
+    return meta[code] + rank(lines, primary, row, code);
+}
+#endif
+
+#define FIND_ROWS_PER_GROUP 96u
+
+__kernel void find_search(INDEX_PARAMS, const uint n,
+                          __global const uchar *codes, __global const uint *offsets,
+                          __global const uint *lengths, const uint count, __global uint *results)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    /* All n + 1 rows, the empty suffix's included: rank(c, 0) = 0 makes the first step exact. */
+    uint lo = 0, hi = n + 1, start = offsets[gid];
+    for (uint k = lengths[gid]; k > 0; --k) {
+        uint code = codes[start + k - 1];
+        if (code >= SYMBOLS) {
+            lo = hi = 0;
+            break;
+        }
+        uint new_lo = LF_RANK(lo, code);
+        uint new_hi = LF_RANK(hi, code);
+        if (new_lo >= new_hi) {
+            lo = hi = 0;
+            break;
+        }
+        lo = new_lo;
+        hi = new_hi;
+    }
+    results[gid] = lo;
+    results[count + gid] = hi;
+}
+
+__kernel void find_locate(INDEX_PARAMS, __global const uint4 *marks, __global const uint *samples,
+                          __global const uint *starts, const uint intervals, const uint count,
+                          __global uint *positions)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    __global const uint *lo = starts, *before = starts + intervals;
+    uint low = 0, high = intervals; /* the last piece with before[low] <= gid */
+    while (high - low > 1) {
+        uint middle = low + (high - low) / 2;
+        if (before[middle] <= gid)
+            low = middle;
+        else
+            high = middle;
+    }
+    uint row = lo[low] + (gid - before[low]);
+    uint steps = 0;
+    for (;;) {
+        uint4 group = marks[row / FIND_ROWS_PER_GROUP];
+        uint within = row % FIND_ROWS_PER_GROUP;
+        uint word = within >> 5, bit = within & 31u;
+        uint bits = word == 0 ? group.y : word == 1 ? group.z : group.w;
+        if ((bits >> bit) & 1u) {
+            uint marked = group.x + popcount(bits & ((1u << bit) - 1u));
+            if (word > 0) marked += popcount(group.y);
+            if (word > 1) marked += popcount(group.z);
+            positions[gid] = samples[marked] + steps;
+            return;
+        }
+        row = LF_STEP(row);
+        ++steps;
+    }
+}
