@@ -97,10 +97,9 @@ class Scoring:
         return table
 
     def encode(self, sequence: bytes) -> np.ndarray:
-        """uint8 codes of ``sequence``; spaces and tabs are dropped; a byte that is no residue
-        (a digit, '-', '*' for DNA) gets INVALID, for the caller to report."""
-        raw = np.frombuffer(bytes(sequence).translate(None, b" \t"), dtype=np.uint8)
-        return self.codes[raw]
+        """uint8 codes of ``sequence``; a byte that is no residue (a digit, '-', a space, '*'
+        for DNA) gets INVALID, for the caller to report."""
+        return self.codes[np.frombuffer(bytes(sequence), dtype=np.uint8)]
 
 
 def pyopal_gaps(scoring: Scoring) -> tuple[int, int]:
