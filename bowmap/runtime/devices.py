@@ -418,10 +418,8 @@ def make_buffer(context, flags, size: int = 0, hostbuf=None):
 
 def make_kernel(program, name: str):
     """``pyopencl.Kernel(program, name)``, or its stand-in on a remote device's program."""
-    from bowmap.runtime.remote import RemoteKernel, RemoteProgram
-
-    if isinstance(program, RemoteProgram):
-        return RemoteKernel(program, name)
+    if getattr(program, "is_remote", False):
+        return program.kernel(name)
     return _opencl().Kernel(program, name)
 
 

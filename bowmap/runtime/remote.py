@@ -258,9 +258,16 @@ class RemoteQueue:
 
 
 class RemoteProgram:
+    """A program built on the owner's device: (source name, build options)."""
+
+    is_remote = True
+
     def __init__(self, device: RemoteDevice, key: tuple):
         self.device = device
         self.key = key
+
+    def kernel(self, name: str) -> RemoteKernel:
+        return RemoteKernel(self, name)
 
 
 class RemoteKernel:
