@@ -1,0 +1,97 @@
+"""bowmap.runtime.remote: kernel owners driven through a device owner give exactly what they give
+on the device itself, and the owner's failures reach the host worker as one error."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from conftest import build_test_index, random_genome
+
+from bowmap.runtime.errors import BowmapError
+
+
+def owner_and_client(device, shared):
+    from bowmap.runtime.remote import DeviceOwner, RemoteDevice
+
+    owner = DeviceOwner(lambda: device, shared)
+    return owner, RemoteDevice(device.info, *owner.endpoint)
+
+
+def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(device, tmp_path):
+    from bowmap.align.fm_search import DeviceBlock, FMSearch
+    from bowmap.align.smith_waterman import PackedText, Scoring, SmithWaterman
+    from bowmap.align.workers import owner_shared_buffers
+
+    rng = np.random.default_rng(29)
+    genome = random_genome(rng, 5003)
+    index = build_test_index(tmp_path, [("a", "".join("ACGT"[c] for c in genome[:3001])), ("b", "".join("ACGT"[c] for c in genome[3001:]))],
+                             device_memory=1 << 16)
+    owner, remote = owner_and_client(device, lambda owned: owner_shared_buffers(index, owned))
+    try:
+        local_blocks = [DeviceBlock(device, block) for block in index.blocks]
+        remote_blocks = [DeviceBlock.of_owner(remote, number, block) for number, block in enumerate(index.blocks)]
+        lengths = rng.integers(1, 40, size=257)
+        starts = rng.integers(0, len(genome) - 40, size=257)
+        patterns = [genome[start : start + length].copy() for start, length in zip(starts, lengths)]
+        for pattern in patterns[::7]:
+            pattern[rng.integers(0, len(pattern))] = rng.integers(0, 4)  # some absent
+        codes = np.concatenate(patterns).astype(np.uint8)
+        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        local, remote_search = FMSearch(device), FMSearch(remote)
+        for local_block, remote_block in zip(local_blocks, remote_blocks):
+            expected = local.search(local_block, codes, offsets, lengths)
+            got = remote_search.search(remote_block, codes, offsets, lengths)
+            for a, b in zip(expected, got):
+                np.testing.assert_array_equal(a, b)
+            lo, hi, _ = expected
+            np.testing.assert_array_equal(local.locate_intervals(local_block, lo, hi), remote_search.locate_intervals(remote_block, lo, hi))
+
+        scoring = Scoring()
+        reads = [genome[start : start + 100].copy() for start in rng.integers(0, len(genome) - 140, size=33)]
+        read_codes = np.concatenate(reads).astype(np.uint8)
+        read_offsets = np.arange(33, dtype=np.int64) * 100
+        window_starts = rng.integers(0, len(genome) - 160, size=65)
+        pair_reads = rng.integers(0, 33, size=65)
+        arguments = (read_codes, read_offsets, np.full(33, 100), None, window_starts, np.full(65, 150), pair_reads, np.arange(65))
+        results = []
+        for target in (device, remote):
+            text = PackedText.from_index(target, index) if target is device else PackedText.of_owner(target, index)
+            aligner = SmithWaterman(target, scoring)
+            call = list(arguments)
+            call[3] = text
+            results.append((aligner.best(*call), aligner.traceback(*call)))
+        for expected, got in zip(*results):
+            for a, b in zip(expected, got):
+                np.testing.assert_array_equal(a, b)
+    finally:
+        owner.close()
+
+
+def test_an_owner_whose_set_up_failed_answers_every_request_with_its_error(device):
+    def failing(_):
+        raise BowmapError("index block 3 needs more than the device allows")
+
+    owner, remote = owner_and_client(device, failing)
+    try:
+        with pytest.raises(BowmapError, match="index block 3 needs"):
+            remote.program("align/fm_search.cl")
+        # each thread its own connection: the same error there
+        errors = []
+        thread = threading.Thread(target=lambda: errors.append(pytest.raises(BowmapError, remote.queue().wait_idle)))
+        thread.start()
+        thread.join()
+        assert errors
+    finally:
+        owner.close()
+
+
+def test_a_host_worker_sees_an_owner_that_has_gone(device):
+    owner, remote = owner_and_client(device, lambda owned: {})
+    queue = remote.queue()
+    queue.wait_idle()  # connected, answered
+    owner.close()
+    with pytest.raises(BowmapError, match="stopped answering"):
+        for _ in range(3):
+            queue.wait_idle()
