@@ -200,7 +200,10 @@ def run_align(options: AlignOptions) -> dict:
             verification.result()
             log.info("index checksums match [%.2f s]", time.perf_counter() - started)
             if options.paired:
-                yield from paired_chunks(options, index.max_read_length, model, processes)
+                for chunk in paired_chunks(options, index.max_read_length, model, processes):
+                    if chunk.insert_model is not None:  # the sample's chunks write nothing
+                        bar.handed_out(chunk)
+                    yield chunk
                 return
             # Chunks, or byte ranges of the input that the workers read and parse themselves
             # (parsed here for --skip/--upto: a range's record count is known once parsed).
