@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import Extender, Scored, mix, read_hashes
+from bowmap.align.extend import Extender, Scored, mix, read_hashes, rival_scores
 from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality, repeat_scaled, suboptimal_penalty
 from bowmap.align.windows import Windows
 from bowmap.runtime.arrays import run_ranks, segment_ranges, unique
@@ -201,7 +201,22 @@ def _candidates(scored: Scored, extender: Extender, penalty: int) -> Placed:
     windows = scored.windows
     best = scored.best_score[windows.read]
     rows = np.flatnonzero((scored.best[windows.read] >= 0) & (scored.score >= best - (penalty + SUBOPTIMAL_PAIR_DELTA + 1)))
-    return _placed(scored, extender, rows)
+    return _placed(scored, extender, one_a_place(scored, rows))
+
+
+def one_a_place(scored: Scored, rows: np.ndarray) -> np.ndarray:
+    """``rows`` (window indexes, ascending) less the copies of one place (extend's
+    Places.clusters: overlapping seed windows, a rescue window over a seed window, a clipped and
+    an unclipped copy): of each place, the read's best window when it is there, else the best
+    scoring (ties: the first). A place found twice would otherwise pair twice with its mate's,
+    and the copy would be the pair's own second best."""
+    if len(rows) < 2:
+        return rows
+    read = scored.windows.read
+    ordered, cluster = scored.places().clusters(read, rows)
+    ranked = np.lexsort((ordered, -scored.score[ordered].astype(np.int64), ordered != scored.best[read[ordered]], cluster))
+    ordered, cluster = ordered[ranked], cluster[ranked]
+    return np.sort(ordered[np.r_[True, cluster[1:] != cluster[:-1]]])
 
 
 def _combinations(placed: Placed) -> tuple[np.ndarray, np.ndarray]:
@@ -395,8 +410,12 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             chosen = placed.window[rows[best[wins]]]
             window[reads] = chosen
             chosen_score[reads] = scored.score[chosen]
-            # The best among the read's other alignments: its own best when another was chosen.
-            second[reads] = np.where(chosen == scored.best[reads], scored.second_score[reads], scored.best_score[reads])
+        # The best among the read's alignments at other places than the chosen (its own best
+        # when another place was chosen; not a copy of the chosen one, which may be the best).
+        rivals = rival_scores(scored.windows.read, scored.score, count, scored.places(), window)
+        paired = np.zeros(count, dtype=bool)
+        paired[2 * wins], paired[2 * wins + 1] = True, True
+        second[paired] = rivals[paired]
         moved = window != scored.best  # the pair chose another window: its tandem score and share anew
         if moved.any():
             moved_window = np.where(moved, window, -1)
