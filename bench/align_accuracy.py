@@ -25,7 +25,9 @@ One run, all under bench/work/align_accuracy/:
    * wrong at MAPQ >= 20: mapped, MAPQ >= 20 and not correct (count, and per mille of all reads).
 
 5. MAPQ thresholds (issue 28): for MAPQ >= 1, 10, 20, 30, 40 and 60, the share of all reads whose
-   primary line is mapped at or above the threshold, and the wrong reads among them, per tool.
+   primary line is mapped at or above the threshold, and the wrong reads among them, per tool;
+   "own place": primaries with an XA entry or a secondary line at their own place (same contig
+   and strand, start within 5 bp).
 
 The issue's goal: per read length, bowmap places at least as many reads correctly as bowtie2 and
 has no more wrong mappings at MAPQ >= 20 than bwa mem. Reads that bowtie2 and bwa mem both place
@@ -108,6 +110,7 @@ class Score:
     wrong_confident: int = 0
     wall_seconds: float = 0.0
     status: dict = field(default_factory=dict)  # read name -> (correct?, MAPQ, "pos strand MAPQ CIGAR")
+    own_place: int = 0  # primaries with an XA entry or a secondary line at their own place
 
 
 def run_logged(command: list[str], log_path: Path, stdout_path: Path | None = None) -> float:
@@ -187,10 +190,22 @@ def read_truth(path: Path) -> dict[str, tuple[bool, int, str | None]]:
 
 def score_sam(sam: Path, truth: dict) -> Score:
     score = Score(reads=len(truth))
+    primaries, own = {}, set()  # read -> (contig, strand, 0-based start) of its primary
     with pysam.AlignmentFile(str(sam), "r", check_sq=False) as alignments:
         for line in alignments:
+            place = (line.reference_name, line.is_reverse, line.reference_start)
+            if line.is_secondary and not line.is_supplementary:
+                primary = primaries.get(line.query_name)
+                if primary and primary[:2] == place[:2] and abs(primary[2] - place[2]) <= TOLERANCE:
+                    own.add(line.query_name)
             if line.is_secondary or line.is_supplementary or line.query_name not in truth:
                 continue
+            if not line.is_unmapped:
+                primaries[line.query_name] = place
+                entries = line.get_tag("XA").split(";")[:-1] if line.has_tag("XA") else []
+                if any(contig == place[0] and (position[0] == "-") == place[1] and abs(int(position[1:]) - 1 - place[2]) <= TOLERANCE
+                       for contig, position, *_ in (entry.split(",") for entry in entries)):
+                    own.add(line.query_name)
             if line.is_unmapped:
                 score.status[line.query_name] = (False, -1, "unmapped")
                 continue
@@ -211,6 +226,7 @@ def score_sam(sam: Path, truth: dict) -> Score:
             score.wrong_confident += not correct and line.mapping_quality >= MAPQ_CONFIDENT
             placement = f"{line.reference_start + 1} {'-' if line.is_reverse else '+'} MAPQ {line.mapping_quality} {line.cigarstring}"
             score.status[line.query_name] = (correct, line.mapping_quality, placement)
+    score.own_place = len(own)
     return score
 
 
@@ -357,11 +373,12 @@ def main() -> int:
             )
 
     print(f"reads at or above each MAPQ, % of all reads (wrong reads among them){'':>4}")
-    print(f"{'length':>6}  {'tool':<16} " + " ".join(f"{f'>={threshold}':>15}" for threshold in MAPQ_THRESHOLDS))
+    print(f"{'length':>6}  {'tool':<16} " + " ".join(f"{f'>={threshold}':>15}" for threshold in MAPQ_THRESHOLDS) + "  own place")
     for length in lengths:
         for tool in (tool for tool in tools if not tool.missing):
             cells = [mapq_cell(scores[length, tool.label], threshold) for threshold in MAPQ_THRESHOLDS]
-            print(f"{length:>6}  {tool.label:<16} " + " ".join(f"{cell:>15}" for cell in cells))
+            own = scores[length, tool.label].own_place
+            print(f"{length:>6}  {tool.label:<16} " + " ".join(f"{cell:>15}" for cell in cells) + f"  {own:>9}")
 
     # The issue's goal, and the reads bowmap loses that both main peers place correctly.
     for length in lengths:
