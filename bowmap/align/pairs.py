@@ -45,8 +45,8 @@ UNIQUE_RATIO = 0.8  # a mate is unique when its second best scores at most this 
 SUBOPTIMAL_PAIR_DELTA = 7  # pair scores this close to the best count as sub-optimal (bwa: a + b)
 RESCUE_MARGIN = 32  # bases added on each side of a rescue window: room for indels
 MAX_ANCHORS = 50  # alignments of a read that mate rescue starts from, at most (bwa's -m)
-# A mate with at least this many other alignments within a mismatch of its best (its sub_n) lies
-# in a family whose copies may outnumber the windows kept a read (see choose_pairs' ambiguous).
+# A mate with at least this many other alignments within a mismatch of its best (its sub_n), and
+# its window list cut, lies in a family whose copies outnumber its windows (choose_pairs' ambiguous).
 CROWDED = 3
 ORIENTATIONS = ("FF", "FR", "RF", "RR")
 FR = 1
@@ -434,17 +434,21 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
         against = np.maximum(second_pair[wins], unpaired[wins])
         pair_mapq = pair_quality(pair_score[wins], against, suboptimal[wins], repetitive[2 * wins], repetitive[2 * wins + 1], scoring.match)
         # A pair is as unique as its candidates are complete. When each mate alone has another
-        # place about as good as its best (within a mismatch), and CROWDED or more such places
-        # each, both lie in a family of many copies, and the one pair found may be one of
-        # several whose other copies fell out of the kept windows (windows_per_read): no lift.
-        # A mate with one or two such rivals has them all among its windows, and their pairs
-        # weigh in the pair MAPQ as bwa's do. (Every mate with a near rival, the rule before
-        # issue 28, took the lift from mates of two-copy segmental duplications that bwa mem
-        # lifts: on 100,000 mason pairs, 2 x 150, fragments 400 +/- 60, mates at MAPQ >= 20
-        # went from 95.445% to 96.081% on yeast (bwa mem 96.281%), wrong among them 0 -> 2
-        # (bwa 4), and from 99.500% to 99.615% on chr20 (bwa 99.672%), wrong 1 -> 1 (bwa 1).
-        # With no such rule at all: 96.336% (4 wrong) and 99.683% (1).)
-        ambiguous = (scored.second_score >= scored.best_score - extender.delta) & (scored.suboptimal >= CROWDED)
+        # place about as good as its best (within a mismatch), CROWDED or more such places, and
+        # as many seed windows as a read keeps (windows_per_read: the list was cut), both lie in
+        # a family of more copies than were kept, and the one pair found may be one of several
+        # whose other copies fell out: no lift. Other mates with near rivals have them all
+        # among their windows, and those pairs weigh in the pair MAPQ as bwa's do. (The rule
+        # before issue 28, no lift for every pair of mates with near rivals, left two-copy
+        # segmental duplications unlifted where bwa mem lifts them: on 100,000 mason pairs, 2 x
+        # 150, fragments 400 +/- 60, mates at MAPQ >= 20 went from 95.445% to 96.176% on yeast
+        # (bwa mem 96.281%), wrong among them 0 -> 2 (bwa 4), and from 99.500% to 99.615% on
+        # chr20 (bwa 99.672%), wrong 1 -> 1 (bwa 1). CROWDED alone: yeast 96.081% (2 wrong);
+        # the cut window list alone: 96.053% (0), chr20 99.549% (1); no rule at all: 96.336%
+        # (4) and 99.683% (1).)
+        seeded = np.bincount(scored.windows.read[scored.windows.hits > 0], minlength=count)  # pair rescue's have no hits
+        crowded = (scored.suboptimal >= CROWDED) & (seeded >= extender.options.seed.windows_per_read)
+        ambiguous = (scored.second_score >= scored.best_score - extender.delta) & crowded
         pair_mapq = np.where(ambiguous[2 * wins] & ambiguous[2 * wins + 1], 0, pair_mapq)
         for mate in (0, 1):
             reads = 2 * wins + mate
