@@ -24,12 +24,22 @@ One run, all under bench/work/align_accuracy/:
      would shift by the clip; the unclipped start is compared for every tool alike;
    * wrong at MAPQ >= 20: mapped, MAPQ >= 20 and not correct (count, and per mille of all reads).
 
+5. MAPQ thresholds (issue 28): for MAPQ >= 1, 10, 20, 30, 40 and 60, the share of all reads whose
+   primary line is mapped at or above the threshold, and the wrong reads among them, per tool;
+   "own place": primaries with an XA entry or a secondary line at their own place (same contig
+   and strand, start within 5 bp).
+
 The issue's goal: per read length, bowmap places at least as many reads correctly as bowtie2 and
 has no more wrong mappings at MAPQ >= 20 than bwa mem. Reads that bowtie2 and bwa mem both place
 correctly but bowmap does not are listed in bowmap_misses_{L}.tsv, with a few printed.
 
 Usage: python bench/align_accuracy.py [--reads N] [--threads T] [--devices SPEC]
-                                      [--reference FASTA] [--reads-dir DIR]
+                                      [--reference FASTA] [--reads-dir DIR] [--work DIR]
+                                      [--lengths 100,150,250] [--tools bowmap,bwa]
+Other genomes (issue 28: E. coli, yeast, chr20 at 150 bp), each in a work folder of its own so
+its indexes and reads are kept: bench/paired_accuracy.py writes yeast's and chr20's FASTA, e.g.
+  python bench/align_accuracy.py --lengths 150 --tools bowmap,bwa --reads 20000 \
+      --reference bench/work/paired_accuracy/chr20/reference.fa --work bench/work/align_accuracy/chr20
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ WORK = HERE / "work" / "align_accuracy"
 READ_LENGTHS = (100, 150, 250)
 TOLERANCE = 5  # bp between the unclipped start and the true start
 MAPQ_CONFIDENT = 20
+MAPQ_THRESHOLDS = (1, 10, 20, 30, 40, 60)
 MASON = "/usr/lib/seqan/bin/mason_simulator"
 MASON_ERRORS = [
     "--illumina-prob-mismatch", "0.008",
@@ -88,7 +99,7 @@ class Tool:
     missing: bool = False
 
     def __post_init__(self):
-        self.folder = WORK / "index" / self.label.split()[0]
+        self.folder = WORK / "index" / self.label.split()[0]  # main() moves it under --work
 
 
 @dataclass
@@ -99,6 +110,7 @@ class Score:
     wrong_confident: int = 0
     wall_seconds: float = 0.0
     status: dict = field(default_factory=dict)  # read name -> (correct?, MAPQ, "pos strand MAPQ CIGAR")
+    own_place: int = 0  # primaries with an XA entry or a secondary line at their own place
 
 
 def run_logged(command: list[str], log_path: Path, stdout_path: Path | None = None) -> float:
@@ -178,10 +190,22 @@ def read_truth(path: Path) -> dict[str, tuple[bool, int, str | None]]:
 
 def score_sam(sam: Path, truth: dict) -> Score:
     score = Score(reads=len(truth))
+    primaries, own = {}, set()  # read -> (contig, strand, 0-based start) of its primary
     with pysam.AlignmentFile(str(sam), "r", check_sq=False) as alignments:
         for line in alignments:
+            place = (line.reference_name, line.is_reverse, line.reference_start)
+            if line.is_secondary and not line.is_supplementary:
+                primary = primaries.get(line.query_name)
+                if primary and primary[:2] == place[:2] and abs(primary[2] - place[2]) <= TOLERANCE:
+                    own.add(line.query_name)
             if line.is_secondary or line.is_supplementary or line.query_name not in truth:
                 continue
+            if not line.is_unmapped:
+                primaries[line.query_name] = place
+                entries = line.get_tag("XA").split(";")[:-1] if line.has_tag("XA") else []
+                if any(contig == place[0] and (position[0] == "-") == place[1] and abs(int(position[1:]) - 1 - place[2]) <= TOLERANCE
+                       for contig, position, *_ in (entry.split(",") for entry in entries)):
+                    own.add(line.query_name)
             if line.is_unmapped:
                 score.status[line.query_name] = (False, -1, "unmapped")
                 continue
@@ -202,7 +226,14 @@ def score_sam(sam: Path, truth: dict) -> Score:
             score.wrong_confident += not correct and line.mapping_quality >= MAPQ_CONFIDENT
             placement = f"{line.reference_start + 1} {'-' if line.is_reverse else '+'} MAPQ {line.mapping_quality} {line.cigarstring}"
             score.status[line.query_name] = (correct, line.mapping_quality, placement)
+    score.own_place = len(own)
     return score
+
+
+def mapq_cell(score: Score, threshold: int) -> str:
+    """"share% (wrong)": reads mapped at MAPQ >= ``threshold``, % of all reads, and the wrong ones."""
+    at = [correct for correct, mapq, _ in score.status.values() if mapq >= threshold]
+    return f"{100 * len(at) / score.reads:.3f} ({len(at) - sum(at)})"
 
 
 def tool_versions(bowmap: list[str]) -> str:
@@ -228,9 +259,22 @@ def main() -> int:
     parser.add_argument("--reference", type=Path, metavar="FASTA", help=f"reference (default: {index_build.REFERENCE_DESCRIPTION})")
     parser.add_argument("--reads-dir", type=Path, metavar="DIR", help="pre-made reads_{L}.fq.gz and truth_{L}.tsv (no mason)")
     parser.add_argument("--seed", type=int, default=7, help="mason's seed is this plus the read length (default 7)")
+    parser.add_argument("--work", type=Path, metavar="DIR", help=f"work folder: indexes, reads, SAM (default {WORK}); one a reference")
+    parser.add_argument("--lengths", default=",".join(map(str, READ_LENGTHS)), metavar="L[,L]", help="read lengths (default 100,150,250)")
+    parser.add_argument("--tools", metavar="NAME[,NAME]", help="bowmap, bowtie2, bwa, minimap2 (default: all)")
     args = parser.parse_args()
     if args.reads < 1 or args.threads < 1:
         parser.error("--reads and --threads must be at least 1")
+    try:
+        lengths = tuple(int(length) for length in args.lengths.split(","))
+    except ValueError:
+        lengths = ()
+    if not lengths or min(lengths) < 20:
+        parser.error(f"--lengths {args.lengths}: expected comma-separated read lengths of at least 20")
+    wanted = None if args.tools is None else set(args.tools.split(","))
+    if wanted is not None and not wanted <= {"bowmap", "bowtie2", "bwa", "minimap2"}:
+        parser.error(f"--tools {args.tools}: expected some of bowmap, bowtie2, bwa, minimap2")
+    work = args.work.resolve() if args.work else WORK
 
     bowmap = [sys.executable, "-m", "bowmap"]
     threads = str(args.threads)
@@ -244,8 +288,11 @@ def main() -> int:
         Tool("minimap2 -ax sr", ["minimap2", "-x", "sr", "-d", "{prefix}", "{ref}"],
              ["minimap2", "-ax", "sr", "-t", threads, "{prefix}", "{reads}", "-o", "{out}"]),
     ]  # fmt: skip
+    tools = [tool for tool in tools if wanted is None or tool.label.split()[0] in wanted]
+    for tool in tools:
+        tool.folder = work / "index" / tool.label.split()[0]
     try:
-        WORK.mkdir(parents=True, exist_ok=True)
+        work.mkdir(parents=True, exist_ok=True)
         if args.reference is not None:
             if not args.reference.is_file():
                 raise BenchError(f"{args.reference}: no such file")
@@ -254,16 +301,16 @@ def main() -> int:
             source, description = args.reads_dir / "reference.fa.gz", f"{args.reads_dir}/reference.fa.gz"
         else:
             source, description = index_build.packaged_reference(), index_build.REFERENCE_DESCRIPTION
-        reference = WORK / "reference.fa"
+        reference = work / "reference.fa"
         reference_sha = rewrap_reference(source, reference)
 
-        reads_dir = args.reads_dir or WORK / "reads"
+        reads_dir = args.reads_dir or work / "reads"
         if args.reads_dir is None:
-            simulate_reads(reference, reads_dir, args.reads, args.seed)
+            simulate_reads(reference, reads_dir, args.reads, args.seed, lengths)
         params_path = reads_dir / "params.json"
         if params_path.exists() and json.loads(params_path.read_text())["reference_sha256"] != reference_sha:
             raise BenchError(f"{params_path}: the reads were simulated from another reference than {source}")
-        truths = {length: read_truth(reads_dir / f"truth_{length}.tsv") for length in READ_LENGTHS}
+        truths = {length: read_truth(reads_dir / f"truth_{length}.tsv") for length in lengths}
 
         # Indexes: built once per reference and kept; build.json holds the time it took.
         for tool in tools:
@@ -283,10 +330,10 @@ def main() -> int:
 
         scores: dict[tuple[int, str], Score] = {}
         bowmap_devices = "?"
-        for length in READ_LENGTHS:
+        for length in lengths:
             reads = reads_dir / f"reads_{length}.fq.gz"
             for tool in (tool for tool in tools if not tool.missing):
-                out = WORK / "sam" / f"{tool.folder.name}_{length}.sam"
+                out = work / "sam" / f"{tool.folder.name}_{length}.sam"
                 out.parent.mkdir(exist_ok=True)
                 log = out.with_suffix(".log")
                 command = [part.format(prefix=tool.folder / "index", reads=reads, out=out) for part in tool.align]
@@ -303,7 +350,7 @@ def main() -> int:
         print(f"align_accuracy: error: {error}", file=sys.stderr)
         return 1
 
-    counts = ", ".join(f"{len(truths[length])} x {length} bp" for length in READ_LENGTHS)
+    counts = ", ".join(f"{len(truths[length])} x {length} bp" for length in lengths)
     print(index_build.describe_reference(reference, description))
     print(f"reads: {counts} (mason_simulator, ~1% substitutions, 0.1% insertions, 0.1% deletions) from {reads_dir}")
     print(f"{index_build.describe_machine()}; peers' threads {args.threads}; bowmap devices: {bowmap_devices}")
@@ -312,7 +359,7 @@ def main() -> int:
     print(f"index build s (once, kept for later runs): {built}")
     print(f"correct: same strand, unclipped start within {TOLERANCE} bp of the truth; primary lines only")
     print(f"{'length':>6}  {'tool':<16} {'mapped %':>8} {'correct %':>9} {'wrong MAPQ>=20':>16} {'wall s':>7} {'reads/s':>9}")
-    for length in READ_LENGTHS:
+    for length in lengths:
         for tool in tools:
             if tool.missing:
                 print(f"{length:>6}  {tool.label:<16} not installed")
@@ -325,12 +372,20 @@ def main() -> int:
                 f"{score.reads / score.wall_seconds:>9.0f}"
             )
 
+    print(f"reads at or above each MAPQ, % of all reads (wrong reads among them){'':>4}")
+    print(f"{'length':>6}  {'tool':<16} " + " ".join(f"{f'>={threshold}':>15}" for threshold in MAPQ_THRESHOLDS) + "  own place")
+    for length in lengths:
+        for tool in (tool for tool in tools if not tool.missing):
+            cells = [mapq_cell(scores[length, tool.label], threshold) for threshold in MAPQ_THRESHOLDS]
+            own = scores[length, tool.label].own_place
+            print(f"{length:>6}  {tool.label:<16} " + " ".join(f"{cell:>15}" for cell in cells) + f"  {own:>9}")
+
     # The issue's goal, and the reads bowmap loses that both main peers place correctly.
-    for length in READ_LENGTHS:
-        bowmap_score = scores[length, "bowmap"]
+    for length in lengths:
+        bowmap_score = scores.get((length, "bowmap"))
         peers = [scores.get((length, label)) for label in ("bowtie2 --local", "bwa mem")]
-        if None in peers:
-            print(f"{length} bp: goal not checked (bowtie2 or bwa mem not installed)")
+        if None in peers or bowmap_score is None:
+            print(f"{length} bp: goal not checked (bowmap, bowtie2 or bwa mem not run)")
             continue
         bowtie2_score, bwa_score = peers
         met = bowmap_score.correct >= bowtie2_score.correct and bowmap_score.wrong_confident <= bwa_score.wrong_confident
@@ -346,7 +401,7 @@ def main() -> int:
         # unlike a repeat copy chosen among equals (MAPQ 0), so those come first.
         misses.sort(key=lambda name: bwa_score.status[name][1] < MAPQ_CONFIDENT)
         unique = sum(bwa_score.status[name][1] >= MAPQ_CONFIDENT for name in misses)
-        misses_path = WORK / f"bowmap_misses_{length}.tsv"
+        misses_path = work / f"bowmap_misses_{length}.tsv"
         with open(misses_path, "w") as out:
             out.write("read\ttrue_strand\ttrue_position_1based\tbowmap\tbwa_mem\n")
             for name in misses:

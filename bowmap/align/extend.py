@@ -77,22 +77,88 @@ def read_hashes(codes: np.ndarray, offsets: np.ndarray, reads: np.ndarray) -> np
         return running[ends] - running[ends - lengths]  # wraps modulo 2^64, as meant
 
 
-# Two windows' best alignments ending within this many bases of each other, on one strand, are
-# one alignment found twice (windows of nearby diagonal clusters overlap): not a second best.
+# Two alignments of a read at one place are one alignment found twice (overlapping seed windows,
+# a rescue window over a seed window, a clipped and an unclipped copy), never its own rival: on
+# one strand, their read intervals and their reference intervals each overlap by more than
+# half of the shorter (issue 28; bwa keeps such copies out of XS and XA through its chains and
+# mem_sort_dedup_patch). One more condition keeps copies of a read along a minisatellite apart:
+# their starts, ends or diagonals lie within SAME_ALIGNMENT_BASES of each other. A copy found
+# twice shares one of them (a clipped copy its unclipped end and diagonal), a shift by one unit
+# of a microsatellite too (its cost is the tandem score's, bowmap.align.tandem); a read shifted
+# by a longer unit along a minisatellite aligns about as well there, a true rival.
 SAME_ALIGNMENT_BASES = 16
+MORE_THAN_HALF = 0.5
 
 
-def best_two(
-    read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.ndarray, reverse=None, end=None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@dataclass
+class Places:
+    """Alignments of reads (one row each): strand, interval [read_start, read_end) on the read
+    (aligned strand) and [text_start, text_end) on the text (0-based, over the concatenated
+    contigs)."""
+
+    reverse: np.ndarray
+    read_start: np.ndarray
+    read_end: np.ndarray
+    text_start: np.ndarray
+    text_end: np.ndarray
+
+    @staticmethod
+    def estimated(reverse, score, read_end, text_end, match: int) -> Places:
+        """Places of windows' best alignments before any traceback, from what the score kernel
+        gives (their ends, exact, and their score): an alignment scoring s spans at least s /
+        match bases of the read (no base scores more), so the starts are placed that far before
+        the ends. Shorter than the truth at worst: overlaps are never overestimated, and two
+        alignments are taken for one only when they surely overlap."""
+        read_end = np.asarray(read_end, dtype=np.int64)
+        span = np.clip(np.asarray(score, dtype=np.int64) // max(int(match), 1), 1, np.maximum(read_end, 1))
+        text_end = np.asarray(text_end, dtype=np.int64)
+        return Places(np.asarray(reverse, dtype=bool), read_end - span, read_end, text_end - span, text_end)
+
+    def same(self, a, b) -> np.ndarray:
+        """Whether rows ``a`` and rows ``b`` (indexes, of one read each pair) are one alignment
+        (see SAME_ALIGNMENT_BASES)."""
+        def shares_most(start, end):
+            shared = np.minimum(end[a], end[b]) - np.maximum(start[a], start[b])
+            return shared > MORE_THAN_HALF * np.minimum(end[a] - start[a], end[b] - start[b])
+
+        diagonal = self.text_end - self.read_end
+        shift = np.minimum(np.abs(self.text_start[a] - self.text_start[b]), np.abs(self.text_end[a] - self.text_end[b]))
+        shift = np.minimum(shift, np.abs(diagonal[a] - diagonal[b]))
+        return (self.reverse[a] == self.reverse[b]) & (shift <= SAME_ALIGNMENT_BASES) & shares_most(self.read_start, self.read_end) & shares_most(
+            self.text_start, self.text_end)
+
+    def clusters(self, read: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``rows`` (indexes) sorted by read, strand and text end, and for each the number of its
+        cluster: runs of rows each one alignment with the row before it (the copies of one place
+        lie next to each other in that order: they share a strand and their ends lie close)."""
+        rows = rows[np.lexsort((self.text_end[rows], self.reverse[rows], read[rows]))]
+        new = np.ones(len(rows), dtype=bool)
+        if len(rows) > 1:
+            new[1:] = (read[rows][1:] != read[rows][:-1]) | ~self.same(rows[1:], rows[:-1])
+        return rows, np.cumsum(new) - 1
+
+
+def rival_scores(read: np.ndarray, score: np.ndarray, count: int, places: Places, chosen: np.ndarray) -> np.ndarray:
+    """For each of ``count`` reads, the best score among its rows (``read`` sorted) that are not
+    at the place of its row ``chosen`` (-1: none, then NO_SCORE): the second best at another
+    place (XS). NO_SCORE where there is none."""
+    rival = np.full(count, NO_SCORE, dtype=np.int64)
+    if len(read) == 0:
+        return rival
+    picked = chosen[read]
+    safe = np.maximum(picked, 0)
+    other = (picked >= 0) & (np.arange(len(read)) != safe) & ~places.same(np.arange(len(read)), safe)
+    np.maximum.at(rival, read[other], np.asarray(score, dtype=np.int64)[other])
+    return rival
+
+
+def best_two(read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.ndarray, places: Places | None = None
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For each of ``count`` reads: the pair with the best score (ties: the smallest
-    ``tie_breaker``, then the forward strand and the smaller ``end``, then the first), or -1;
+    ``tie_breaker``, then the forward strand and the smaller text end, then the first), or -1;
     that score; and the best score among the read's other pairs (NO_SCORE when it has none).
-    ``read`` is sorted. With ``reverse`` and ``end`` (each pair's
-    strand and the text position where its alignment ends), pairs whose alignment ends within
-    SAME_ALIGNMENT_BASES of the best's on its strand are the best alignment again, not others."""
-    from bowmap.align.mapq import NO_SCORE
-
+    ``read`` is sorted. With ``places`` (each pair's alignment, see :class:`Places`), pairs at
+    the best's place are the best alignment again, not others (see SAME_ALIGNMENT_BASES)."""
     reads = np.arange(count)
     starts = np.searchsorted(read, reads, side="left")
     has = np.searchsorted(read, reads, side="right") > starts
@@ -105,16 +171,15 @@ def best_two(
         # does not decide. Only those few pairs are sorted, not all of them.
         best_score[has] = np.maximum.reduceat(score.astype(np.int64), starts[has])
         top = np.flatnonzero(score == best_score[read])
-        keys = [top] + ([] if end is None else [end[top], reverse[top]]) + [tie_breaker[top], read[top]]
+        keys = [top] + ([] if places is None else [places.text_end[top], places.reverse[top]]) + [tie_breaker[top], read[top]]
         top = top[np.lexsort(keys)]
         first_of_read = np.r_[True, read[top][1:] != read[top][:-1]]
         best[read[top[first_of_read]]] = top[first_of_read]
+    if places is not None:
+        return best, best_score, rival_scores(read, score, count, places, best)
     others = np.ones(len(read), dtype=bool)
     if len(read):
-        chosen = best[read]
-        others[chosen] = False
-        if end is not None:
-            others &= (reverse != reverse[chosen]) | (np.abs(end - end[chosen]) > SAME_ALIGNMENT_BASES)
+        others[best[read]] = False
     candidates = np.where(others, score.astype(np.int64), NO_SCORE)
     second_score = np.full(count, NO_SCORE, dtype=np.int64)
     if has.any():
@@ -122,16 +187,14 @@ def best_two(
     return best, best_score, second_score
 
 
-def suboptimal_counts(read, score, count, best_score, delta: int, reverse, end) -> np.ndarray:
+def suboptimal_counts(read, score, count, best_score, delta: int, places: Places) -> np.ndarray:
     """For each of ``count`` reads: how many alignments other than its best score within
-    ``delta`` of it (bwa's sub_n), each counted once however many overlapping windows found it
-    (ends within SAME_ALIGNMENT_BASES on one strand are one alignment; the best's own are not
-    counted)."""
+    ``delta`` of it (bwa's sub_n), each counted once however many windows found it (clusters of
+    one place, :meth:`Places.clusters`; the best's own are not counted)."""
     near = np.flatnonzero(score.astype(np.int64) >= best_score[read] - delta)
-    near = near[np.lexsort((end[near], reverse[near], read[near]))]
-    r, s, e = read[near], reverse[near], end[near]
-    new = np.r_[True, (r[1:] != r[:-1]) | (s[1:] != s[:-1]) | (e[1:] - e[:-1] > SAME_ALIGNMENT_BASES)] if len(near) else np.zeros(0, dtype=bool)
-    alignments = np.bincount(r[new], minlength=count) if len(near) else np.zeros(count, dtype=np.int64)
+    near, cluster = places.clusters(read, near)
+    new = np.r_[True, cluster[1:] != cluster[:-1]] if len(near) else np.zeros(0, dtype=bool)
+    alignments = np.bincount(read[near][new], minlength=count) if len(near) else np.zeros(count, dtype=np.int64)
     return np.maximum(alignments - 1, 0)  # the best is one of them
 
 
@@ -148,10 +211,15 @@ class Scored:
     best_score: np.ndarray
     second_score: np.ndarray
     suboptimal: np.ndarray  # other alignments scoring within Extender.delta of the best (bwa's sub_n)
+    match: int = 1  # the match score, for the windows' places
 
     def text_end(self) -> np.ndarray:
         """Exclusive text position where each window's best alignment ends."""
         return self.windows.start + self.window_end
+
+    def places(self) -> Places:
+        """Each window's best alignment, estimated (:meth:`Places.estimated`)."""
+        return Places.estimated(self.windows.reverse, self.score, self.read_end, self.text_end(), self.match)
 
 
 class Extender:
@@ -187,7 +255,8 @@ class Extender:
     def scored(self, windows: Windows, rescuer=None) -> Scored:
         """Every window scored and ranked; with a ``rescuer``, poor reads' dense-seed windows too."""
         score, read_end, window_end = self.score(windows)
-        scored = Scored(windows, score, read_end, window_end, *_ranked(self.chunk, windows, score, window_end, self.count, self.delta))
+        ranked = _ranked(self.chunk, windows, score, read_end, window_end, self.count, self.delta, self.scoring.match)
+        scored = Scored(windows, score, read_end, window_end, *ranked, match=self.scoring.match)
         seed_options = self.options.seed
         if rescuer is not None and seed_options.rescue_interval:
             scoring, lengths = self.scoring, self.lengths
@@ -215,11 +284,12 @@ class Extender:
         window_end = np.concatenate((scored.window_end, extra_end))
         ranked_again = ranked_again[np.argsort(windows.read[ranked_again], kind="stable")]
         subset = Windows(*(getattr(windows, name)[ranked_again] for name in Windows.FIELDS))
-        again = _ranked(self.chunk, subset, score[ranked_again], window_end[ranked_again], self.count, self.delta)
+        again = _ranked(self.chunk, subset, score[ranked_again], read_end[ranked_again], window_end[ranked_again], self.count, self.delta,
+                        self.scoring.match)
         best, best_score, second_score, suboptimal = (array.copy() for array in (scored.best, scored.best_score, scored.second_score, scored.suboptimal))
         best[reads] = np.where(again[0][reads] >= 0, ranked_again[np.maximum(again[0][reads], 0)], -1)
         best_score[reads], second_score[reads], suboptimal[reads] = again[1][reads], again[2][reads], again[3][reads]
-        return Scored(windows, score, read_end, window_end, best, best_score, second_score, suboptimal)
+        return Scored(windows, score, read_end, window_end, best, best_score, second_score, suboptimal, self.scoring.match)
 
     def tandem(self, scored: Scored, chosen_window: np.ndarray) -> np.ndarray:
         """Each read's tandem score (bowmap.align.tandem) for its window ``chosen_window`` (-1:
@@ -374,13 +444,13 @@ class Traced:
         return self.cigar_ops[segment_ranges(self.cigar_starts, self.cigar_lengths)]
 
 
-def _ranked(chunk, windows: Windows, score, window_end, count: int, delta: int):
+def _ranked(chunk, windows: Windows, score, read_end, window_end, count: int, delta: int, match: int):
     """best_two over a chunk's scored windows (sorted by read), ties broken by tie_breakers, and
     each read's sub-optimal alignment count (suboptimal_counts within ``delta``)."""
     tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start, score)
-    end = windows.start + window_end
-    best, best_score, second_score = best_two(windows.read, score, count, tie_breaker, windows.reverse, end)
-    return best, best_score, second_score, suboptimal_counts(windows.read, score, count, best_score, delta, windows.reverse, end)
+    places = Places.estimated(windows.reverse, score, read_end, windows.start + window_end, match)
+    best, best_score, second_score = best_two(windows.read, score, count, tie_breaker, places)
+    return best, best_score, second_score, suboptimal_counts(windows.read, score, count, best_score, delta, places)
 
 
 def new_windows(windows: Windows, extra: Windows, rescued: np.ndarray, index) -> Windows:

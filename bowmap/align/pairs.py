@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import Extender, Scored, mix, read_hashes
+from bowmap.align.extend import Extender, Scored, mix, read_hashes, rival_scores
 from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality, repeat_scaled, suboptimal_penalty
 from bowmap.align.windows import Windows
 from bowmap.runtime.arrays import run_ranks, segment_ranges, unique
@@ -45,6 +45,9 @@ UNIQUE_RATIO = 0.8  # a mate is unique when its second best scores at most this 
 SUBOPTIMAL_PAIR_DELTA = 7  # pair scores this close to the best count as sub-optimal (bwa: a + b)
 RESCUE_MARGIN = 32  # bases added on each side of a rescue window: room for indels
 MAX_ANCHORS = 50  # alignments of a read that mate rescue starts from, at most (bwa's -m)
+# A mate with at least this many other alignments within a mismatch of its best (its sub_n), and
+# its window list cut, lies in a family whose copies outnumber its windows (choose_pairs' ambiguous).
+CROWDED = 3
 ORIENTATIONS = ("FF", "FR", "RF", "RR")
 FR = 1
 
@@ -201,7 +204,22 @@ def _candidates(scored: Scored, extender: Extender, penalty: int) -> Placed:
     windows = scored.windows
     best = scored.best_score[windows.read]
     rows = np.flatnonzero((scored.best[windows.read] >= 0) & (scored.score >= best - (penalty + SUBOPTIMAL_PAIR_DELTA + 1)))
-    return _placed(scored, extender, rows)
+    return _placed(scored, extender, one_a_place(scored, rows))
+
+
+def one_a_place(scored: Scored, rows: np.ndarray) -> np.ndarray:
+    """``rows`` (window indexes, ascending) less the copies of one place (extend's
+    Places.clusters: overlapping seed windows, a rescue window over a seed window, a clipped and
+    an unclipped copy): of each place, the read's best window when it is there, else the best
+    scoring (ties: the first). A place found twice would otherwise pair twice with its mate's,
+    and the copy would be the pair's own second best."""
+    if len(rows) < 2:
+        return rows
+    read = scored.windows.read
+    ordered, cluster = scored.places().clusters(read, rows)
+    ranked = np.lexsort((ordered, -scored.score[ordered].astype(np.int64), ordered != scored.best[read[ordered]], cluster))
+    ordered, cluster = ordered[ranked], cluster[ranked]
+    return np.sort(ordered[np.r_[True, cluster[1:] != cluster[:-1]]])
 
 
 def _combinations(placed: Placed) -> tuple[np.ndarray, np.ndarray]:
@@ -395,8 +413,12 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             chosen = placed.window[rows[best[wins]]]
             window[reads] = chosen
             chosen_score[reads] = scored.score[chosen]
-            # The best among the read's other alignments: its own best when another was chosen.
-            second[reads] = np.where(chosen == scored.best[reads], scored.second_score[reads], scored.best_score[reads])
+        # The best among the read's alignments at other places than the chosen (its own best
+        # when another place was chosen; not a copy of the chosen one, which may be the best).
+        rivals = rival_scores(scored.windows.read, scored.score, count, scored.places(), window)
+        paired = np.zeros(count, dtype=bool)
+        paired[2 * wins], paired[2 * wins + 1] = True, True
+        second[paired] = rivals[paired]
         moved = window != scored.best  # the pair chose another window: its tandem score and share anew
         if moved.any():
             moved_window = np.where(moved, window, -1)
@@ -412,12 +434,21 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
         against = np.maximum(second_pair[wins], unpaired[wins])
         pair_mapq = pair_quality(pair_score[wins], against, suboptimal[wins], repetitive[2 * wins], repetitive[2 * wins + 1], scoring.match)
         # A pair is as unique as its candidates are complete. When each mate alone has another
-        # place about as good as its best (within a mismatch), both lie in a repeat, and the one
-        # pair found may be one of several whose other copies fell out of the kept windows (in a
-        # family of many copies, windows are kept for some only): no lift. Where the copies were
-        # kept, their pairs tie and the pair MAPQ is low anyway. (On 100,000 yeast pairs, 68
-        # mates, all in Ty-like families, were placed wrong at MAPQ 20-40 without this.)
-        ambiguous = scored.second_score >= scored.best_score - extender.delta
+        # place about as good as its best (within a mismatch), CROWDED or more such places, and
+        # as many seed windows as a read keeps (windows_per_read: the list was cut), both lie in
+        # a family of more copies than were kept, and the one pair found may be one of several
+        # whose other copies fell out: no lift. Other mates with near rivals have them all
+        # among their windows, and those pairs weigh in the pair MAPQ as bwa's do. (The rule
+        # before issue 28, no lift for every pair of mates with near rivals, left two-copy
+        # segmental duplications unlifted where bwa mem lifts them: on 100,000 mason pairs, 2 x
+        # 150, fragments 400 +/- 60, mates at MAPQ >= 20 went from 95.445% to 96.176% on yeast
+        # (bwa mem 96.281%), wrong among them 0 -> 2 (bwa 4), and from 99.500% to 99.615% on
+        # chr20 (bwa 99.672%), wrong 1 -> 1 (bwa 1). CROWDED alone: yeast 96.081% (2 wrong);
+        # the cut window list alone: 96.053% (0), chr20 99.549% (1); no rule at all: 96.336%
+        # (4) and 99.683% (1).)
+        seeded = np.bincount(scored.windows.read[scored.windows.hits > 0], minlength=count)  # pair rescue's have no hits
+        crowded = (scored.suboptimal >= CROWDED) & (seeded >= extender.options.seed.windows_per_read)
+        ambiguous = (scored.second_score >= scored.best_score - extender.delta) & crowded
         pair_mapq = np.where(ambiguous[2 * wins] & ambiguous[2 * wins + 1], 0, pair_mapq)
         for mate in (0, 1):
             reads = 2 * wins + mate

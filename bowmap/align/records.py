@@ -5,8 +5,11 @@ seeding for the clipped parts of reads whose primary leaves a long part clipped
 (:func:`with_part_windows`), and one batch of tracebacks for the few windows that can matter.
 
 A read's *other alignments* are its scored windows less its primary, one per distinct alignment
-(windows whose alignments end within SAME_ALIGNMENT_BASES of each other on one strand are one,
-the primary's own included), that reach the reporting minimum. Traced, each is classed against
+(windows at one place are one, the primary's own included: extend's SAME_ALIGNMENT_BASES and
+Places), that reach the reporting minimum. Once traced, an alternative found at the primary's
+place after all (their exact intervals, which the windows' estimates bound from below) is
+dropped, and its read's second best taken again without it: XS is the best score at another
+place, and XA entries and secondary records never name the primary's. Traced, each is classed against
 the primary by its interval on the read (forward-strand coordinates), as bwa's
 ``mem_mark_primary_se``: it *overlaps* the primary when the two share at least MASK_LEVEL of the
 shorter interval.
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import SAME_ALIGNMENT_BASES, Extender, Scored, Traced, new_windows
+from bowmap.align.extend import Extender, Places, Scored, Traced, new_windows, rival_scores
 from bowmap.align.mapq import NO_SCORE, mapping_quality
 from bowmap.align.options import RecordOptions
 from bowmap.align.windows import Windows
@@ -149,18 +152,15 @@ def candidates(scored: Scored, chosen: np.ndarray, reportable: np.ndarray) -> np
     ``reportable``: a mask of the windows that may be reported (reaching the minimum, and near
     enough the primary or of a read with a part clipped: see other_alignments)."""
     windows = scored.windows
-    read, reverse, end = windows.read, windows.reverse, scored.text_end()
+    read, reverse = windows.read, windows.reverse
     if len(read) == 0:
         return np.zeros(0, dtype=np.int64)
+    places = scored.places()
     primary = chosen[read]
     safe = np.maximum(primary, 0)
     other = (primary >= 0) & (np.arange(len(read)) != primary) & reportable
-    other &= (reverse != reverse[safe]) | (np.abs(end - end[safe]) > SAME_ALIGNMENT_BASES)
-    kept = np.flatnonzero(other)
-    kept = kept[np.lexsort((end[kept], reverse[kept], read[kept]))]
-    r, s, e = read[kept], reverse[kept], end[kept]
-    new = np.r_[True, (r[1:] != r[:-1]) | (s[1:] != s[:-1]) | (e[1:] - e[:-1] > SAME_ALIGNMENT_BASES)] if len(kept) else np.zeros(0, bool)
-    cluster = np.cumsum(new) - 1
+    other &= ~places.same(np.arange(len(read)), safe)
+    kept, cluster = places.clusters(read, np.flatnonzero(other))
     order = np.lexsort((reverse[kept], windows.start[kept], -scored.score[kept].astype(np.int64), cluster))
     leaders = kept[order[np.r_[True, cluster[order][1:] != cluster[order][:-1]]]] if len(kept) else kept
     return leaders[np.lexsort((reverse[leaders], windows.start[leaders], -scored.score[leaders].astype(np.int64), read[leaders]))]
@@ -224,6 +224,24 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
     reverse = windows.reverse[traced.window]
     good = (traced.score > 0) & (traced.score >= minimum[read])
     traced, read, reverse, alternative = traced.subset(good), read[good], reverse[good], alternative[good]
+    # The traced rows' exact places: one at its primary's (the estimate missed it) is dropped,
+    # and of the copies of one other place the best (the first: rows are ranked) is kept.
+    primary_row = np.full(count, -1, dtype=np.int64)
+    primary_row[np.flatnonzero(mapped)] = np.arange(int(mapped.sum()))
+    both = join_traced(primary, traced)
+    places = exact_places(extender.index, both, np.concatenate((primary_reverse, reverse)))
+    rows = len(primary.window) + np.arange(len(read))
+    at_primary = places.same(rows, primary_row[read])
+    copies = np.zeros(len(read), dtype=bool)
+    sorted_rows, cluster = places.clusters(np.concatenate((np.flatnonzero(mapped), read)), rows[~at_primary])
+    if len(sorted_rows):
+        first_row = np.full(int(cluster[-1]) + 1, len(both.window), dtype=np.int64)
+        np.minimum.at(first_row, cluster, sorted_rows)
+        copies[sorted_rows[sorted_rows != first_row[cluster]] - len(primary.window)] = True
+    excluded = np.zeros(len(scored.score), dtype=bool)  # windows at their primary's place after all
+    excluded[traced.window[at_primary]] = True
+    keep = ~at_primary & ~copies
+    traced, read, reverse, alternative = traced.subset(keep), read[keep], reverse[keep], alternative[keep]
     other_start, other_end = forward_interval(traced.read_start, traced.read_end, reverse, lengths[read])
     with_primary = overlapping(other_start, other_end, start[read], end[read])
     role = np.full(len(read), -1, dtype=np.int64)
@@ -233,11 +251,16 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
     apart = np.zeros(len(scored.score), dtype=bool)
     apart[traced.window[~with_primary]] = True
     fixed_second = np.asarray(second, dtype=np.int64).copy()
+    if excluded.any():  # XS anew without them, as best_two's: every other window of the read
+        again = np.zeros(count, dtype=bool)
+        again[windows.read[excluded]] = True
+        masked = np.where(excluded, NO_SCORE, scored.score.astype(np.int64))
+        fixed_second[again] = rival_scores(windows.read, masked, count, scored.places(), primary_window)[again]
     moved = np.zeros(count, dtype=bool)
     moved[read[~with_primary]] = True
     if moved.any():  # a moved read's rivals: its other alignments but the split parts
         rivals = candidates(scored, primary_window, reportable & moved[windows.read])
-        rivals = rivals[~apart[rivals]]
+        rivals = rivals[~apart[rivals] & ~excluded[rivals]]
         fixed_second[moved] = NO_SCORE
         np.maximum.at(fixed_second, windows.read[rivals], scored.score[rivals].astype(np.int64))
     mapq = np.zeros(len(read), dtype=np.uint8)
@@ -248,6 +271,18 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
         mapq[split] = _split_mapq(scored, traced, read, split, other_start, other_end, lengths, scoring)
     kept = role >= 0
     return Others(read[kept], role[kept], reverse[kept], traced.subset(kept), mapq[kept], fixed_second)
+
+
+def exact_places(index, traced: Traced, reverse: np.ndarray) -> Places:
+    """The places (extend's Places, text coordinates) of traced alignments, from their CIGARs."""
+    operations = traced.ops() & 0xF
+    consumes = np.isin(operations, (0, 2, 3, 7, 8))  # M, D, N, =, X: reference bases
+    lengths = np.where(consumes, traced.ops() >> 4, 0).astype(np.int64)
+    running = np.concatenate(([0], np.cumsum(lengths)))
+    ends = np.cumsum(traced.cigar_lengths)
+    spans = running[ends] - running[ends - traced.cigar_lengths]
+    text_start = index.contig_starts[traced.contig] + traced.position
+    return Places(np.asarray(reverse, dtype=bool), traced.read_start, traced.read_end, text_start, text_start + spans)
 
 
 def join_traced(first: Traced, second: Traced) -> Traced:

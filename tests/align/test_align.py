@@ -469,10 +469,11 @@ def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device
 
 def test_best_two_equals_a_plain_reference_with_ties():
     """best_two against the obvious per-read loop: best by score, then smallest tie-breaker,
-    forward strand, smaller end, then first; second best among the rest, the best's near
-    duplicates on its strand left out."""
-    from bowmap.align.extend import SAME_ALIGNMENT_BASES, best_two
+    forward strand, smaller end, then first; second best among the rest, the copies at the
+    best's place (extend.Places.same, written out in tests/align/test_records.py) left out."""
+    from bowmap.align.extend import Places, best_two
     from bowmap.align.mapq import NO_SCORE
+    from tests.align.test_records import plain_same
 
     rng = np.random.default_rng(5)
     for count, pairs in ((1, 0), (1, 1), (7, 30), (50, 400), (300, 2000)):
@@ -481,15 +482,15 @@ def test_best_two_equals_a_plain_reference_with_ties():
         tie_breaker = rng.choice(np.array([0, 5, 2**63 + 1], dtype=np.uint64), pairs)
         reverse = rng.random(pairs) < 0.5
         end = rng.integers(0, 60, pairs)
-        best, best_score, second = best_two(read, score, count, tie_breaker, reverse, end)
+        read_end = rng.integers(1, 8, pairs)
+        best, best_score, second = best_two(read, score, count, tie_breaker, Places.estimated(reverse, score, read_end, end, 1))
         for r in range(count):
             mine = [k for k in range(pairs) if read[k] == r]
             if not mine:
                 assert (best[r], best_score[r], second[r]) == (-1, NO_SCORE, NO_SCORE)
                 continue
             want = min(mine, key=lambda k: (-int(score[k]), int(tie_breaker[k]), bool(reverse[k]), int(end[k]), k))
-            others = [int(score[k]) for k in mine if k != want and (
-                reverse[k] != reverse[want] or abs(int(end[k]) - int(end[want])) > SAME_ALIGNMENT_BASES)]
+            others = [int(score[k]) for k in mine if k != want and not plain_same(reverse, read_end, end, score, k, want)]
             assert (best[r], best_score[r], second[r]) == (want, score[want], max(others, default=NO_SCORE)), (count, r)
 
 

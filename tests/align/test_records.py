@@ -11,6 +11,7 @@ import pysam
 import pytest
 
 from bowmap.align import records
+from bowmap.align.extend import SAME_ALIGNMENT_BASES, Places
 from bowmap.align.windows import Windows
 from bowmap.cli import main
 from bowmap.runtime.arrays import run_ranks
@@ -38,20 +39,39 @@ def test_ranks_count_within_runs():
     assert run_ranks(np.zeros(0, dtype=np.int64)).tolist() == []
 
 
-def plain_candidates(read, reverse, start, end_in_window, score, chosen, reportable):
+def plain_same(reverse, read_end, text_end, score, a, b, match=1):
+    """extend.Places.same of two windows' estimated places, one pair at a time."""
+    def interval(w):
+        span = min(max(int(score[w]) // match, 1), max(int(read_end[w]), 1))
+        return int(read_end[w]) - span, int(read_end[w]), int(text_end[w]) - span, int(text_end[w])
+
+    (read_a, read_a_end, text_a, text_a_end), (read_b, read_b_end, text_b, text_b_end) = interval(a), interval(b)
+
+    def shares_most(s1, e1, s2, e2):
+        return min(e1, e2) - max(s1, s2) > 0.5 * min(e1 - s1, e2 - s2)
+
+    shift = min(abs(text_a - text_b), abs(text_a_end - text_b_end), abs((text_a_end - read_a_end) - (text_b_end - read_b_end)))
+    return (reverse[a] == reverse[b] and shift <= SAME_ALIGNMENT_BASES and shares_most(read_a, read_a_end, read_b, read_b_end)
+            and shares_most(text_a, text_a_end, text_b, text_b_end))
+
+
+def plain_candidates(read, reverse, start, end_in_window, score, chosen, reportable, read_end):
     """A loop over reads of what records.candidates computes, for the test."""
     out = []
     text_end = start + end_in_window
+
+    def same(a, b):
+        return plain_same(reverse, read_end, text_end, score, a, b)
+
     for r in sorted(set(read.tolist())):
         p = chosen[r]
         if p < 0:
             continue
-        mine = [w for w in range(len(read)) if read[w] == r and w != p and reportable[w]
-                and (reverse[w] != reverse[p] or abs(text_end[w] - text_end[p]) > records.SAME_ALIGNMENT_BASES)]
+        mine = [w for w in range(len(read)) if read[w] == r and w != p and reportable[w] and not same(w, p)]
         mine.sort(key=lambda w: (reverse[w], text_end[w]))
         clusters = []
         for w in mine:
-            if clusters and reverse[clusters[-1][-1]] == reverse[w] and text_end[w] - text_end[clusters[-1][-1]] <= records.SAME_ALIGNMENT_BASES:
+            if clusters and same(clusters[-1][-1], w):
                 clusters[-1].append(w)
             else:
                 clusters.append([w])
@@ -75,10 +95,12 @@ def test_candidates_equal_a_plain_loop(seed):
         if len(mine) and rng.random() < 0.8:
             chosen[r] = rng.choice(mine)
     reportable = rng.random(n) < 0.8
+    read_end = rng.integers(20, 60, size=n)
     windows = Windows(read, reverse, start, start + 100, np.ones(n, dtype=np.int64))
-    scored = SimpleNamespace(windows=windows, score=score, text_end=lambda: start + window_end)
+    scored = SimpleNamespace(windows=windows, score=score, text_end=lambda: start + window_end,
+                             places=lambda: Places.estimated(reverse, score, read_end, start + window_end, 1))
     got = records.candidates(scored, chosen, reportable)
-    assert got.tolist() == plain_candidates(read, reverse, start, window_end, score, chosen, reportable)
+    assert got.tolist() == plain_candidates(read, reverse, start, window_end, score, chosen, reportable, read_end)
 
 
 @pytest.mark.parametrize("seed", range(4))
