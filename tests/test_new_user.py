@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bowmap.cli import main
+from test_cli_outputs import one_line_error, run
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 LAMBDA = DATA / "lambda_virus.fa"
@@ -19,18 +20,6 @@ READS = DATA / "lambda_reads_100bp.fq.gz"
 R1, R2 = DATA / "lambda_pairs_R1.fq.gz", DATA / "lambda_pairs_R2.fq.gz"
 
 
-def run(capsys, *argv):
-    code = main([str(arg) for arg in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_line_error(err: str, *needles: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bowmap: error: ") and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
