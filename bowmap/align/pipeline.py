@@ -280,15 +280,10 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
 
 
 def write_usage(path: str) -> None:
-    """Developers: this process's CPU time (all its threads) and its age, as JSON, beside the
-    BOWMAP_PROFILE profiles: CPU / age is how busy it kept its core."""
-    import json
-    import resource
+    """Developers: this process's CPU time and age, as JSON, beside the BOWMAP_PROFILE profiles."""
+    from bowmap.runtime.usage import write_usage as write
 
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    with open(path, "w") as file:
-        json.dump({"user_s": usage.ru_utime, "system_s": usage.ru_stime, "age_s": time.monotonic() - _STARTED,
-                   "ready_s": _READY[0] if _READY else None}, file)
+    write(path, _STARTED, _READY[0] if _READY else None)
 
 
 _START_GATE: list = []  # a worker's gate (see start_gate), set by _worker_process

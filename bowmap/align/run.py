@@ -86,7 +86,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.align.smith_waterman import Scoring
     from bowmap.index.load import load_index, verify_index
     from bowmap.index_builder.memory import available_memory
-    from bowmap.runtime.devices import context_for, format_memory, list_devices, parse_device_spec
+    from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, parse_device_spec
     from bowmap.runtime.output import SamWriter
 
     started = time.perf_counter()
@@ -167,10 +167,12 @@ def run_align(options: AlignOptions) -> dict:
             log.info("device set-up: context %.2f s, programs %.2f s, index upload %.2f s", set_up["context"], set_up["programs"], set_up["upload"])
             layout = f"{len(workers)} worker queue pair(s)"
         elif owned:
-            from bowmap.align.workers import owner_shared_buffers
-            from bowmap.runtime.remote import DeviceOwner
+            from bowmap.align.workers import OwnerIndex
+            from bowmap.runtime.owner import OwnerProcess
 
-            owners = [DeviceOwner(functools.partial(context_for, info.index), functools.partial(owner_shared_buffers, index))
+            # Each owner in a process of its own: its GIL is then not shared with the reader, the
+            # writer or another device's owner (see OwnerProcess).
+            owners = [OwnerProcess(functools.partial(context_for_info, info), OwnerIndex(options.index, index.identity), str(info.index))
                       for info in device_infos]
             layout = f"one owner a device, {processes} host worker processes of {plan.queue_pairs} queue pair(s)"
         else:

@@ -177,6 +177,21 @@ def owner_shared_buffers(index, device) -> dict:
     return shared
 
 
+class OwnerIndex:
+    """A device owner process's shared buffers (``OwnerProcess(shared=...)``, picklable): the
+    index at ``prefix`` mapped there (exactly the files the run checked, ``identity``) and
+    uploaded once (:func:`owner_shared_buffers`)."""
+
+    def __init__(self, prefix: str, identity=None):
+        self.prefix = prefix
+        self.identity = identity
+
+    def __call__(self, device) -> dict:
+        from bowmap.index.load import load_index
+
+        return owner_shared_buffers(load_index(self.prefix, verify=False, identity=self.identity), device)
+
+
 # Device memory a worker process needs beside its copy of the index: its context, the
 # Smith-Waterman scratch and the chunk buffers (measured: about 0.5 GiB on an H200; with room).
 WORKER_DEVICE_BYTES = 1 << 30

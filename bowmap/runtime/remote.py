@@ -1,5 +1,6 @@
 """One owner per device: the device's only context, its one copy of the index and its command
-queues live in one process (:class:`DeviceOwner`); kernel owners in other processes drive it
+queues live in one process (:class:`bowmap.runtime.owner.DeviceOwner`, in a process of its own:
+``OwnerProcess``); kernel owners in other processes drive it
 through a :class:`RemoteDevice`, which stands in for a :class:`bowmap.runtime.devices.DeviceContext`.
 
 Why: a context per worker process costs each process its own context, program builds and copy
@@ -31,17 +32,15 @@ import logging
 import mmap
 import os
 import secrets
-import sys
 import tempfile
 import threading
 import time
 import types
 import weakref
-from multiprocessing.connection import Client, Listener
+from multiprocessing.connection import Client
 
 import numpy as np
 
-from bowmap.runtime.devices import wait_idle
 from bowmap.runtime.errors import BowmapError
 
 log = logging.getLogger("bowmap.runtime.remote")
@@ -51,7 +50,6 @@ _NUMBERS = itertools.count(1)
 _RELEASED: collections.deque = collections.deque()  # keys of dropped buffers, sent with the next batch
 _ARENA_BYTES = 16 << 20  # a channel's first arena; it doubles when a batch needs more
 _ALIGN = 64
-SWITCH_INTERVAL_SECONDS = 0.001  # the owner's process (see DeviceOwner)
 
 
 def _key() -> tuple[str, int]:
@@ -102,12 +100,49 @@ class _Local:
         return _Local, (self.size,)
 
 
+# How long a client waits for an owner process to listen: its start (Python, NumPy, PyOpenCL)
+# takes well under a second; its socket is made before its device is opened.
+CONNECT_SECONDS = 60.0
+
+
+def _connect(address, authkey: bytes, pid: int | None):
+    """A connection to the owner at ``address``; while it is not listening yet (an owner process
+    still starting, ``pid``), wait for it, unless that process has stopped."""
+    deadline = time.monotonic() + CONNECT_SECONDS
+    pause = 0.001
+    while True:
+        try:
+            return Client(address, family="AF_UNIX", authkey=authkey)
+        except (FileNotFoundError, ConnectionRefusedError):
+            if pid is None or not _alive(pid) or time.monotonic() > deadline:
+                raise BowmapError("the device owner process stopped before it answered") from None
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (an owner that died before its run reaped it is a zombie)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: not Linux
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+
 class _Channel:
     """One thread's connection to an owner, its arena and the commands recorded since its last
     synchronisation."""
 
-    def __init__(self, address, authkey: bytes):
-        self.connection = Client(address, family="AF_UNIX", authkey=authkey)
+    def __init__(self, address, authkey: bytes, pid: int | None = None):
+        self.connection = _connect(address, authkey, pid)
         self.commands: list[tuple] = []
         self.reads: list[tuple[np.ndarray, int]] = []  # (destination, arena offset), filled at the flush
         self.used = 0
@@ -187,15 +222,16 @@ class RemoteContext:
 
     is_remote = True
 
-    def __init__(self, address, authkey: bytes):
+    def __init__(self, address, authkey: bytes, pid: int | None = None):
         self.address = address
         self.authkey = authkey
+        self.pid = pid  # the owner's process, when it has one of its own (OwnerProcess)
         self._local = threading.local()
 
     def channel(self) -> _Channel:
         channel = getattr(self._local, "channel", None)
         if channel is None:
-            channel = self._local.channel = _Channel(self.address, self.authkey)
+            channel = self._local.channel = _Channel(self.address, self.authkey, self.pid)
         return channel
 
     def request(self, message):
@@ -305,9 +341,9 @@ class RemoteDevice:
     ``info``, ``context``, ``device`` (the platform name and NVIDIA compute capability the
     kernel owners ask for), ``program``, ``queue``."""
 
-    def __init__(self, info, address, authkey: bytes):
+    def __init__(self, info, address, authkey: bytes, pid: int | None = None):
         self.info = info
-        self.context = RemoteContext(address, authkey)
+        self.context = RemoteContext(address, authkey, pid)
         self.build_seconds = 0.0
         self._programs: dict[tuple, RemoteProgram] = {}
         self._facts = None
@@ -340,233 +376,3 @@ class RemoteDevice:
 
     def __repr__(self) -> str:
         return f"RemoteDevice({self.info.index}: {self.info.name})"
-
-
-# ---------------------------------------------------------------- the owner side
-
-
-class DeviceOwner:
-    """Owns one device's context in this process and serves RemoteDevices of other processes.
-
-    ``open_device()`` makes the context (a DeviceContext) and ``shared(device)`` the buffers every
-    client may name (a dict name -> pyopencl Buffer): both run in a thread of their own, started
-    here, so the caller goes on (spawning the host workers) meanwhile; requests wait for them.
-    Each client connection is served by a thread; PyOpenCL releases the GIL while it waits."""
-
-    def __init__(self, open_device, shared):
-        self.authkey = secrets.token_bytes(32)
-        self._listener = Listener(family="AF_UNIX", authkey=self.authkey)
-        self.address = self._listener.address
-        self.device = None
-        self.set_up_seconds: dict[str, float] = {}
-        self._ready = threading.Event()
-        self._error: BaseException | None = None
-        self._buffers: dict = {}
-        self._queues: dict = {}
-        self._kernels: dict = {}
-        self._clients: collections.Counter = collections.Counter()  # open connections a token
-        self._lock = threading.Lock()
-        self._closed = False
-        self._connections: list = []
-        # Many short holds of the GIL by the serving threads: hand it over sooner than every 5 ms.
-        if sys.getswitchinterval() > SWITCH_INTERVAL_SECONDS:
-            sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
-        threading.Thread(target=self._set_up, args=(open_device, shared), daemon=True, name="bowmap-owner-setup").start()
-        threading.Thread(target=self._accept, daemon=True, name="bowmap-owner").start()
-
-    @property
-    def endpoint(self) -> tuple:
-        """What a client needs to reach this owner (picklable)."""
-        return self.address, self.authkey
-
-    def _set_up(self, open_device, shared) -> None:
-        try:
-            started = time.perf_counter()
-            device = open_device()
-            opened = time.perf_counter()
-            buffers = shared(device)
-            self._buffers.update({("shared", name): buffer for name, buffer in buffers.items()})
-            self.device = device
-            self.set_up_seconds = {"context": opened - started, "upload": time.perf_counter() - opened}
-        except BaseException as error:  # noqa: BLE001 - every request answers with it
-            self._error = error
-        finally:
-            self._ready.set()
-
-    def wait_ready(self):
-        """The owner's device once set up; raises its set-up's error."""
-        self._ready.wait()
-        if self._error is not None:
-            raise self._error
-        return self.device
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                connection = self._listener.accept()
-            except (OSError, EOFError):
-                if self._closed:
-                    return
-                continue  # a client that failed authentication or hung up at once
-            self._connections.append(connection)
-            threading.Thread(target=self._serve, args=(connection,), daemon=True, name="bowmap-owner-client").start()
-
-    def close(self) -> None:
-        self._closed = True
-        try:
-            self._listener.close()
-        except OSError:
-            pass
-        for connection in self._connections:
-            try:
-                connection.close()
-            except OSError:
-                pass
-
-    # -- one connection
-
-    def _serve(self, connection) -> None:
-        token = None
-        arena = None
-        try:
-            while True:
-                try:
-                    message = connection.recv()
-                except (EOFError, OSError):
-                    return
-                try:
-                    kind = message[0]
-                    if kind == "hello":
-                        token = message[1]
-                        with self._lock:
-                            self._clients[token] += 1
-                        value = None
-                    else:
-                        device = self.wait_ready()
-                        if kind == "batch":
-                            _, new_arena, released, commands = message
-                            if new_arena is not None:
-                                arena = self._map(arena, *new_arena)
-                            for key in released:
-                                self._buffers.pop(key, None)
-                            self._execute(device, arena, commands)
-                            value = None
-                        else:
-                            value = self._answer(device, message)
-                    reply = ("ok", value)
-                except BowmapError as error:
-                    reply = ("error", (str(error), True))
-                except Exception as error:  # noqa: BLE001 - the client raises it
-                    reply = ("error", (f"{type(error).__name__}: {error}", False))
-                try:
-                    connection.send(reply)
-                except (OSError, EOFError):
-                    return
-        finally:
-            if arena is not None:
-                arena.close()
-            if token is not None:
-                with self._lock:
-                    self._clients[token] -= 1
-                    if self._clients[token] == 0:  # the process is gone: free what it made
-                        for table in (self._buffers, self._queues, self._kernels):
-                            for key in [key for key in table if key[0] == token]:
-                                del table[key]
-
-    @staticmethod
-    def _map(old, path: str, size: int):
-        with open(path, "r+b") as file:
-            arena = mmap.mmap(file.fileno(), size)
-        if old is not None:
-            old.close()
-        return arena
-
-    def _queue(self, device, key):
-        queue = self._queues.get(key)
-        if queue is None:
-            with self._lock:
-                queue = self._queues.setdefault(key, device.queue())
-        return queue
-
-    def _answer(self, device, message):
-        import pyopencl as cl
-
-        kind = message[0]
-        if kind == "program":
-            device.program(*message[1])
-            return None
-        if kind == "kernel_info":
-            _, program_key, name, parameter = message
-            return int(cl.Kernel(device.program(*program_key), name).get_work_group_info(parameter, device.device))
-        if kind == "create":
-            _, key, flags, size = message
-            self._buffers[key] = cl.Buffer(device.context, flags, size=size)
-            return None
-        if kind == "facts":
-            from bowmap.runtime.devices import nvidia_compute_capability
-
-            return device.device.platform.name, nvidia_compute_capability(device.device)
-        raise ValueError(f"unknown request {kind!r}")
-
-    def _execute(self, device, arena, commands) -> None:
-        """One batch, in order; then every queue it used is idle, so the arena may be reused."""
-        import pyopencl as cl
-
-        # Waits sleep (devices.wait_idle: NVIDIA's blocking waits spin a core). Measured on an
-        # H200, 1 M chr20 pairs, 15 host workers: 4.31 s of mapping, against 4.88 s with a
-        # marker's completion callback waking the waiting thread instead.
-        pending = []  # events of copies from or into the arena: kept until their queues are idle
-        touched = {}  # queues with commands not known to have run
-        busy = set()  # queues with kernels not known to have run
-        buffers = self._buffers
-        try:
-            for command in commands:
-                operation = command[0]
-                if operation == "kernel":
-                    _, key, program_key, name, queue_key, global_size, local_size, arguments = command
-                    kernel = self._kernels.get(key)
-                    if kernel is None:
-                        kernel = self._kernels[key] = cl.Kernel(device.program(*program_key), name)
-                    queue = touched[queue_key] = self._queue(device, queue_key)
-                    busy.add(queue_key)
-                    kernel(queue, global_size, local_size, *[
-                        buffers[argument.key] if isinstance(argument, _Ref)
-                        else cl.LocalMemory(argument.size) if isinstance(argument, _Local) else argument
-                        for argument in arguments
-                    ])
-                elif operation == "write":
-                    _, queue_key, buffer_key, offset, size = command
-                    queue = touched[queue_key] = self._queue(device, queue_key)
-                    if queue_key in busy:
-                        # A copy from pageable memory waits for the kernels before it, spinning
-                        # on NVIDIA: wait for them here, sleeping (as ReusedBuffer.upload does).
-                        wait_idle(queue)
-                        busy.discard(queue_key)
-                    if size:
-                        source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
-                        pending.append(cl.enqueue_copy(queue, buffers[buffer_key], source, is_blocking=False))
-                elif operation == "read":
-                    _, queue_key, buffer_key, offset, dtype, shape, options, blocking = command
-                    queue = touched[queue_key] = self._queue(device, queue_key)
-                    destination = np.ndarray(shape, np.dtype(dtype), buffer=arena, offset=offset)
-                    event = cl.enqueue_copy(queue, destination, buffers[buffer_key], is_blocking=blocking, **(options or {}))
-                    if blocking:
-                        del touched[queue_key]  # idle now: the batch's end need not wait for it
-                        busy.discard(queue_key)
-                    else:
-                        pending.append(event)
-                elif operation == "wait_idle":
-                    wait_idle(self._queue(device, command[1]))
-                    touched.pop(command[1], None)
-                    busy.discard(command[1])
-                elif operation == "buffer":
-                    _, key, flags, size, offset = command
-                    source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
-                    buffers[key] = cl.Buffer(device.context, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=source)
-                else:
-                    raise ValueError(f"unknown command {operation!r}")
-        finally:
-            for queue in touched.values():
-                wait_idle(queue)
-            pending.clear()
-

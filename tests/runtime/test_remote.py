@@ -4,6 +4,7 @@ on the device itself, and the owner's failures reach the host worker as one erro
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -13,7 +14,8 @@ from bowmap.runtime.errors import BowmapError
 
 
 def owner_and_client(device, shared):
-    from bowmap.runtime.remote import DeviceOwner, RemoteDevice
+    from bowmap.runtime.owner import DeviceOwner
+    from bowmap.runtime.remote import RemoteDevice
 
     owner = DeviceOwner(lambda: device, shared)
     return owner, RemoteDevice(device.info, *owner.endpoint)
@@ -95,3 +97,88 @@ def test_a_host_worker_sees_an_owner_that_has_gone(device):
     with pytest.raises(BowmapError, match="stopped answering"):
         for _ in range(3):
             queue.wait_idle()
+
+
+# The owner in a process of its own (OwnerProcess): its set-up (OwnerIndex) maps the index there.
+
+
+def owner_process_and_client(device, prefix):
+    import functools
+
+    from bowmap.align.workers import OwnerIndex
+    from bowmap.runtime.devices import context_for_info
+    from bowmap.runtime.owner import OwnerProcess
+    from bowmap.runtime.remote import RemoteDevice
+
+    owner = OwnerProcess(functools.partial(context_for_info, device.info), OwnerIndex(prefix), "test")
+    return owner, RemoteDevice(device.info, *owner.endpoint)
+
+
+@pytest.fixture
+def small_index(tmp_path):
+    genome = random_genome(np.random.default_rng(31), 2000)
+    build_test_index(tmp_path, [("a", "".join("ACGT"[c] for c in genome))])
+    return str(tmp_path / "ref")
+
+
+def test_an_owner_process_serves_kernels_and_copies_as_the_device_itself(device, small_index):
+    import pyopencl as cl
+
+    from bowmap.align.smith_waterman import PackedText
+    from bowmap.index.load import load_index
+    from bowmap.runtime.devices import make_buffer
+
+    owner, remote = owner_process_and_client(device, small_index)
+    try:
+        index = load_index(small_index)
+        local, shared = PackedText.from_index(device, index), PackedText.of_owner(remote, index)
+        for (name, buffer), (_, remote_buffer) in zip(sorted(local.shared_buffers().items()), sorted(shared.shared_buffers().items())):
+            expected, got = np.empty(buffer.size, np.uint8), np.empty(buffer.size, np.uint8)
+            cl.enqueue_copy(device.queue(), expected, buffer)
+            remote.queue().copy(got, remote_buffer)
+            np.testing.assert_array_equal(got, expected, err_msg=name)
+        data = np.arange(1000, dtype=np.int32)
+        buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
+        queue = remote.queue()
+        queue.copy(buffer, data, is_blocking=False)
+        back = np.empty_like(data)
+        queue.copy(back, buffer)
+        np.testing.assert_array_equal(back, data)
+        assert remote.device.platform.name == device.device.platform.name
+        while not owner.set_up_seconds:  # reported once set up; a request waited for that already
+            time.sleep(0.01)
+        assert set(owner.set_up_seconds) == {"context", "upload"}
+    finally:
+        owner.close()
+    assert not owner.process.is_alive()
+
+
+def test_an_owner_process_whose_set_up_failed_answers_with_its_error(device, tmp_path):
+    owner, remote = owner_process_and_client(device, str(tmp_path / "missing"))
+    try:
+        with pytest.raises(BowmapError, match="missing"):
+            remote.program("align/fm_search.cl")
+    finally:
+        owner.close()
+
+
+def test_a_host_worker_sees_an_owner_process_that_was_killed(device, small_index):
+    import os
+    import signal
+
+    owner, remote = owner_process_and_client(device, small_index)
+    try:
+        queue = remote.queue()
+        queue.wait_idle()
+        os.kill(owner.process.pid, signal.SIGKILL)
+        owner.process.join()
+        with pytest.raises(BowmapError, match="stopped answering"):
+            queue.wait_idle()
+        # a thread that had not connected yet: it does not wait for an owner that will never listen
+        errors = []
+        thread = threading.Thread(target=lambda: errors.append(pytest.raises(BowmapError, remote.queue().wait_idle)))
+        thread.start()
+        thread.join()
+        assert errors
+    finally:
+        owner.close()
