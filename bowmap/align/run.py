@@ -70,6 +70,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.align.progress import Progress
     from bowmap.align.reads import (
         RangeInputError,
+        check_reads,
         chunk_bound,
         first_input_error,
         input_chunks,
@@ -95,11 +96,13 @@ def run_align(options: AlignOptions) -> dict:
     # Mapped, not read: the checksums are checked by a helper thread while the workers start,
     # and no chunk goes to a worker before they all match (see verified_chunks below).
     index = load_index(options.index, verify=False)
+    # A missing, unreadable or malformed reads file is one line at once: before a device is
+    # opened, a checksum read or a byte written (the writer holds the header back until the
+    # first chunk is mapped, so standard input and the checksums are checked before output too).
+    check_reads([options.reads, options.mates], index.max_read_length)
     verification = _Background(verify_index, index)
     log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
     header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
-    if options.output in (None, "-"):
-        verification.result()  # standard output shows what is written at once: nothing before the checks
     writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
     bar = Progress(options.reads, options.progress)
     model = _ModelHolder(options.insert_size)

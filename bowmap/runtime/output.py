@@ -299,7 +299,14 @@ class SamWriter:
     """The one owner of ``bowmap align``'s output (used by one thread): SAM or BAM
     (``output_format``, default from the name: see :func:`sam_output_format`) through an
     :class:`OutputFile`, so standard output, atomic renaming and devices behave as for every
-    command. BAM is encoded while mapping, by :class:`_BamEncoder`."""
+    command. BAM is encoded while mapping, by :class:`_BamEncoder`.
+
+    The output is opened at once (an output that cannot be written fails before any work), but
+    the header is held back until the first :meth:`write` or a successful :meth:`close`: a run
+    that fails before its first chunk is mapped (a reads file that does not parse, on standard
+    input too; an index whose checksums do not match) writes nothing to standard output or a
+    pipe, where no temporary file hides a failed output, and `| samtools sort` sees no header to
+    make a valid, empty BAM of."""
 
     def __init__(self, path: str | None, header: str, output_format: str | None = None):
         self.format = sam_output_format(path, output_format)
@@ -317,9 +324,12 @@ class SamWriter:
                 self._output.close(success=False)
                 raise
         self._closed = False
-        self.write(header.encode())
+        self._header: bytes | None = header.encode()
 
     def write(self, data: bytes) -> None:
+        if self._header is not None:
+            header, self._header = self._header, None
+            self.write(header)
         if self._encoder is None:
             self._output.write(data)
             return
@@ -333,6 +343,8 @@ class SamWriter:
         """Finish the output: flush and rename into place (``success``), or remove it."""
         if self._closed:
             return
+        if success and self._header is not None:
+            self.write(b"")  # no records (an empty input): the header alone
         self._closed = True
         try:
             if self._encoder is not None:

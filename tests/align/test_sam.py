@@ -528,6 +528,27 @@ def test_stdout(capfdbinary):
     assert capfdbinary.readouterr().out == b"@HD\tVN:1.6\nline\n"
 
 
+@pytest.mark.parametrize("output_format", ["sam", "bam"])
+def test_the_header_waits_for_the_first_records(capfdbinary, tmp_path, output_format):
+    """Standard output shows what is written at once: a run that fails before its first records
+    (a reads file that does not parse, an index whose checksums do not match) writes nothing
+    there, not a header that `| samtools sort` would make a valid, empty BAM of."""
+    header = sam_header(["c"], [10], "bowmap align", None)
+    writer = SamWriter("-", header, output_format)
+    assert capfdbinary.readouterr().out == b""
+    writer.close(success=False)
+    assert capfdbinary.readouterr().out == b""
+    writer = SamWriter("-", header, output_format)  # no records (an empty input): the header alone
+    writer.close(success=True)
+    written = capfdbinary.readouterr().out
+    if output_format == "sam":
+        assert written == header.encode()
+    else:
+        (tmp_path / "out.bam").write_bytes(written)
+        with pysam.AlignmentFile(str(tmp_path / "out.bam"), "rb") as bam:
+            assert bam.header.to_dict()["SQ"] == [{"SN": "c", "LN": 10}] and list(bam) == []
+
+
 @pytest.mark.parametrize("suffix", [".sam", ".bam"])
 def test_a_named_pipe_is_written_straight_and_stays_a_pipe(tmp_path, suffix):
     """An output that exists and is no regular file (a pipe, /dev/null) is written in place: a

@@ -33,7 +33,7 @@ whose line number is the file's own (1-based), across block boundaries.
 """
 
 from bowmap.align.reads.chunk import ReadChunk, reverse_complement
-from bowmap.align.reads.input import as_chunk, first_input_error, input_chunks, record_window
+from bowmap.align.reads.input import as_chunk, check_reads, first_input_error, input_chunks, record_window
 from bowmap.align.reads.ranges import RangeInputError, ReadRange, chunk_bound, fastq_ranges, gzip_ranges
 from bowmap.align.reads.stream import read_chunks
 
@@ -42,6 +42,7 @@ __all__ = [
     "ReadChunk",
     "ReadRange",
     "as_chunk",
+    "check_reads",
     "chunk_bound",
     "fastq_ranges",
     "first_input_error",

@@ -1,18 +1,27 @@
 """What the align pipeline hands its workers (:func:`input_chunks`): byte ranges they parse
 themselves, or chunks; a window of consecutive records of them (:func:`record_window`, for
-``--skip``/``--upto``); and the input's first error found again when a range did not parse.
+``--skip``/``--upto``); the input's first error found again when a range did not parse; and the
+reads files checked before a run opens a device or writes a byte (:func:`check_reads`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import stat
 from collections.abc import Iterable, Iterator
 
 from bowmap.align.reads.chunk import Batch, ReadChunk, slice_batch
 from bowmap.align.reads.pairs import PairedRange
+from bowmap.align.reads.parse import Parser
 from bowmap.align.reads.ranges import RangeInputError, ReadRange, fastq_ranges, gzip_ranges
-from bowmap.align.reads.stream import read_chunks
+from bowmap.align.reads.stream import input_blocks, read_chunks
 from bowmap.runtime.errors import BowmapError
+
+# check_reads parses the first CHECKED_BYTES of each reads file (decompressed for gzip; a few
+# thousand short reads, some milliseconds), read in blocks of CHECK_BLOCK_BYTES.
+CHECK_BLOCK_BYTES = 1 << 16
+CHECKED_BYTES = 1 << 20
 
 
 def as_chunk(item: ReadChunk | ReadRange | PairedRange) -> ReadChunk:
@@ -31,6 +40,46 @@ def input_chunks(path: str, chunk_bases: int, max_read_length: int, ramp: int = 
     if ranges is None:
         ranges = gzip_ranges(path, 2 * chunk_bases, max_read_length, ramp)
     return ranges if ranges is not None else read_chunks(path, chunk_bases, max_read_length, ramp=ramp)
+
+
+def check_reads(paths: Iterable[str | None], max_read_length: int) -> None:
+    """Open each reads file of ``paths`` (None: no such file, as a run without mates) and parse
+    its first records as the run will, raising the run's own one-line :class:`BowmapError` for a
+    missing, unreadable or malformed file: the run calls this before it opens a device, reads the
+    index's checksums or writes a byte, so that such a file is reported at once and leaves no
+    output (a SAM header on standard output would make `| samtools sort` write a valid, empty
+    BAM). Standard input and files that are no regular file or folder (a named pipe, a process
+    substitution's /dev/fd/N) are only looked up: reading them here would take their data from
+    the run. Their first records are checked before any output all the same, since the writer
+    holds the SAM header back until the first chunk is mapped (:class:`bowmap.runtime.output.SamWriter`)."""
+    for path in paths:
+        if path is None or path == "-":
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise BowmapError(f"{path}: no such file") from None
+        except OSError as error:
+            raise BowmapError(f"{path}: cannot read ({error.strerror or error})") from None
+        if stat.S_ISREG(mode) or stat.S_ISDIR(mode):  # a folder: opening it gives the run's error
+            _check_head(path, max_read_length)
+
+
+def _check_head(path: str, max_read_length: int) -> None:
+    """Parse the first CHECKED_BYTES of ``path`` as :func:`read_chunks` does (the same errors,
+    line numbers and record names); the whole of a smaller file, its end included."""
+    parser = Parser(path, max_read_length)
+    blocks = input_blocks(path, path, CHECK_BLOCK_BYTES)
+    try:
+        checked = 0
+        for block, _ in blocks:
+            parser.feed(block)
+            checked += len(block)
+            if checked >= CHECKED_BYTES:
+                return  # the rest is checked as the run reads it
+        parser.finish()
+    finally:
+        blocks.close()
 
 
 def first_input_error(path: str, max_read_length: int, found: RangeInputError) -> BowmapError:
