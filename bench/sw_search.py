@@ -9,8 +9,9 @@ intertask >= 2 TCUPS for queries >= 300 residues, >= 10x pyopal on the machine's
 
 Commands:
   PoCL (CPU):  python bench/sw_search.py --devices cpu --sequences 48 --queries 144,375 \\
-                   --crossover-lengths 200,1000 --crossover-residues 40000
+                   --crossover-lengths 200,1000 --crossover-residues 40000 --mixed 20:400,300:3
   NVIDIA GPU:  python bench/sw_search.py --devices gpu        (defaults; about 2 minutes)
+  auto only:   python bench/sw_search.py --devices gpu --crossover-only
 
 One run:
 1. Check: intertask, intratask and pyopal scores of every query equal on the sequences they share
@@ -22,8 +23,11 @@ One run:
    GCUPS = query length x database residues / time.
 3. Crossover: databases of --crossover-residues residues whose sequences all have one length
    (--crossover-lengths), one query of --crossover-query residues, both kernels; the crossover
-   is the shortest length at which intratask is at least as fast. `auto` uses the length
-   ``crossover_length`` derives from the device (see docs/sw_search.md); both are printed.
+   is the shortest length at which intratask is at least as fast. Beside each length's faster
+   kernel the script prints the one `auto` chooses for that database (auto_split with the
+   device's fill, see docs/sw_search.md), and at the end at how many lengths the two agree.
+   Then a mixed database (--mixed: many short sequences and a few long ones) timed three ways:
+   all intertask, all intratask, and auto's split. --crossover-only runs this step alone.
 """
 
 from __future__ import annotations
@@ -88,8 +92,13 @@ def main() -> int:
                         help="sequence lengths of the crossover databases (default 500 .. 32000; '' to skip)")
     parser.add_argument("--crossover-residues", type=int, default=100_000_000, metavar="N", help="residues of each crossover database (default 100 M)")
     parser.add_argument("--crossover-query", type=int, default=464, metavar="M", help="query length of the crossover runs (default 464)")
+    parser.add_argument("--mixed", default="300:330000,3000:200,10000:40,30000:5", metavar="LIST",
+                        help="the mixed database of step 3 as LENGTH:COUNT pairs (default: 99 M residues of 300, and a few long; '' to skip)")
+    parser.add_argument("--crossover-only", action="store_true", help="step 3 alone (no simdb-like runs, no pyopal)")
     parser.add_argument("--seed", type=int, default=2026)
     args = parser.parse_args()
+    if args.crossover_only:
+        args.queries, args.methods, args.no_pyopal, args.sequences = "", "", True, args.check_sequences
     try:
         return run(args)
     except BenchError as error:
@@ -101,7 +110,7 @@ def run(args) -> int:
     from bowmap.modules.sw_search import reference
     from bowmap.modules.sw_search.kernels import SearchKernels
     from bowmap.modules.sw_search.scoring import Scoring
-    from bowmap.modules.sw_search.search import crossover_length
+    from bowmap.modules.sw_search.search import auto_split, device_fill, intratask_speed
     from bowmap.runtime.devices import open_devices
 
     device = open_devices(args.devices)[0]
@@ -114,11 +123,13 @@ def run(args) -> int:
     query_lengths = [int(word) for word in args.queries.split(",") if word]
     queries = [draw(rng, 1, length)[0] for length in query_lengths]
     methods = [word for word in args.methods.split(",") if word]
-    auto = crossover_length(kernels)
+    fill, speed = device_fill(kernels), intratask_speed(kernels, [args.crossover_query])
     threads = args.threads or os.cpu_count()
     print(f"device: {device.info.name} ({device.info.compute_units} compute units); database {args.sequences} x {args.length} "
           f"= {residues / 1e6:.1f} M residues; BLOSUM62, gaps 11 + L x 1; tile {args.tile}; packed PTX {kernels.packed_asm}; "
-          f"work-group {kernels.group_size}; auto's crossover {auto}", flush=True)
+          f"work-group {kernels.group_size} (preferred multiple {kernels.preferred_multiple}); auto: {fill} sequences fill "
+          f"the device, a database of one length goes to intertask from {int(np.ceil(fill * speed))} of them (a query of "
+          f"{args.crossover_query})", flush=True)
 
     pyopal = None
     if not args.no_pyopal:
@@ -171,7 +182,8 @@ def run(args) -> int:
                 common = min(len(values), len(theirs))
                 if not np.array_equal(values[:common], theirs[:common]):
                     raise BenchError(f"query of {len(query)}: {name} and {other} scores differ")
-    print(f"checked: {', '.join(found)} equal on their shared sequences; the NumPy reference on {args.check_sequences}", flush=True)
+    if queries:
+        print(f"checked: {', '.join(scores[0])} equal on their shared sequences; the NumPy reference on {args.check_sequences}", flush=True)
 
     crossover_rows = []
     lengths = [int(word) for word in args.crossover_lengths.split(",") if word]
@@ -189,36 +201,74 @@ def run(args) -> int:
             row[method] = len(query) * count * length / seconds / 1e9
         if not np.array_equal(*results):
             raise BenchError(f"crossover database of length {length}: intertask and intratask scores differ")
+        row["best"] = "intratask" if row["intratask"] >= row["intertask"] else "intertask"
+        chosen = auto_split(crossover_targets.lengths, fill, speed)
+        row["auto"] = "intratask" if chosen.all() else "intertask" if not chosen.any() else f"split ({int(chosen.sum())} intratask)"
         crossover_rows.append(row)
-        print(f"crossover length {length}: {count} sequences, intertask {row['intertask']:.1f}, intratask {row['intratask']:.1f} GCUPS", flush=True)
+        print(f"crossover length {length}: {count} sequences, intertask {row['intertask']:.1f}, intratask {row['intratask']:.1f} GCUPS; "
+              f"faster {row['best']}, auto {row['auto']}", flush=True)
 
-    print()
-    print(f"GCUPS, {device.info.name}, sequences of {args.length}: " + ", ".join(
-        f"{name} on {shares[name]}" for name in [*methods, *(["pyopal"] if pyopal else [])]) + (f"; pyopal on {threads} threads" if pyopal else ""))
-    header = f"{'query':>6} " + " ".join(f"{method:>10}" for method in methods) + (f" {'pyopal':>8} {'inter/opal':>10}" if pyopal else "") + f" {'reruns':>7}"
-    print(header)
-    for row in rows:
-        line = f"{row['m']:>6} " + " ".join(f"{row[method]:>10.1f}" for method in methods)
-        if pyopal is not None:
-            ratio = row["intertask"] / row["pyopal"] if "intertask" in row else float("nan")
-            line += f" {row['pyopal']:>8.1f} {ratio:>10.1f}"
-        print(line + f" {row.get('reruns', 0):>7}")
-    if rows and "intertask" in methods:
-        long_rows = [row for row in rows if row["m"] >= 300]
-        if long_rows:
-            print(f"intertask, queries >= 300: min {min(row['intertask'] for row in long_rows):.1f}, "
-                  f"mean {np.mean([row['intertask'] for row in long_rows]):.1f} GCUPS")
+    if rows:
+        print()
+        print(f"GCUPS, {device.info.name}, sequences of {args.length}: " + ", ".join(
+            f"{name} on {shares[name]}" for name in [*methods, *(["pyopal"] if pyopal else [])]) + (f"; pyopal on {threads} threads" if pyopal else ""))
+        header = f"{'query':>6} " + " ".join(f"{method:>10}" for method in methods) + (f" {'pyopal':>8} {'inter/opal':>10}" if pyopal else "") + f" {'reruns':>7}"
+        print(header)
+        for row in rows:
+            line = f"{row['m']:>6} " + " ".join(f"{row[method]:>10.1f}" for method in methods)
+            if pyopal is not None:
+                ratio = row["intertask"] / row["pyopal"] if "intertask" in row else float("nan")
+                line += f" {row['pyopal']:>8.1f} {ratio:>10.1f}"
+            print(line + f" {row.get('reruns', 0):>7}")
+        if rows and "intertask" in methods:
+            long_rows = [row for row in rows if row["m"] >= 300]
+            if long_rows:
+                print(f"intertask, queries >= 300: min {min(row['intertask'] for row in long_rows):.1f}, "
+                      f"mean {np.mean([row['intertask'] for row in long_rows]):.1f} GCUPS")
     if crossover_rows:
         print(f"\ncrossover, query of {args.crossover_query}, {args.crossover_residues / 1e6:.1f} M residues a database")
-        print(f"{'length':>7} {'sequences':>10} {'intertask':>10} {'intratask':>10}")
+        print(f"{'length':>7} {'sequences':>10} {'intertask':>10} {'intratask':>10} {'faster':>10} {'auto':>10}")
         for row in crossover_rows:
-            print(f"{row['length']:>7} {row['sequences']:>10} {row['intertask']:>10.1f} {row['intratask']:>10.1f}")
+            print(f"{row['length']:>7} {row['sequences']:>10} {row['intertask']:>10.1f} {row['intratask']:>10.1f} "
+                  f"{row['best']:>10} {row['auto']:>10}")
         faster = [row["length"] for row in crossover_rows if row["intratask"] >= row["intertask"]]
         measured = f"{faster[0]}" if faster else f"above {lengths[-1]} (intertask faster at every length)"
-        print(f"measured crossover: {measured}; auto's (from the device): {auto}")
+        agree = sum(row["best"] == row["auto"] for row in crossover_rows)
+        print(f"measured crossover: {measured}; auto: intertask from {int(np.ceil(fill * speed))} sequences of a "
+              f"length ({fill} fill the device); auto chose the faster kernel at {agree} of {len(crossover_rows)} lengths")
+    if args.mixed:
+        mixed(args, kernels, fill, speed, query, rng)
     if pool is not None:
         pool.close()
     return 0
+
+
+def mixed(args, kernels, fill: int, speed: float, query: np.ndarray, rng) -> None:
+    """Step 3's mixed database (--mixed) all intertask, all intratask and split as auto splits it."""
+    from bowmap.modules.sw_search.kernels import Targets
+    from bowmap.modules.sw_search.search import auto_split
+
+    parts = [tuple(int(value) for value in word.split(":")) for word in args.mixed.split(",") if word]
+    lengths = np.concatenate([np.full(count, length, dtype=np.int64) for length, count in parts])
+    codes = np.concatenate([draw(rng, count, length).reshape(-1) for length, count in parts])
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    # The lengths shuffled through the database, as in a real one.
+    targets = Targets(codes, offsets, lengths).subset(rng.permutation(len(lengths)))
+    chosen = auto_split(targets.lengths, fill, speed)
+    cells = len(query) * int(targets.lengths.sum())
+    timings, results = {}, []
+    for name, split in (("intertask", np.zeros(len(targets), dtype=bool)), ("intratask", np.ones(len(targets), dtype=bool)), ("auto", chosen)):
+        kernels.load(targets, split)
+        kernels.scores(query[:16])
+        seconds, values = timed(lambda: kernels.scores(query), repeat=2)
+        results.append(values)
+        timings[name] = cells / seconds / 1e9
+    if not all(np.array_equal(results[0], values) for values in results[1:]):
+        raise BenchError("mixed database: the three splits' scores differ")
+    lengths = sorted({int(length) for length in targets.lengths[chosen]})
+    print(f"\nmixed database ({args.mixed}; {len(targets)} sequences, {int(targets.lengths.sum()) / 1e6:.1f} M residues), query of {len(query)}: "
+          + ", ".join(f"{name} {value:.1f}" for name, value in timings.items()) + " GCUPS; "
+          f"auto sent {int(chosen.sum())} sequences (lengths {lengths or 'none'}) to intratask; fastest: {max(timings, key=timings.get)}")
 
 
 if __name__ == "__main__":

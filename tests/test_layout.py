@@ -83,6 +83,39 @@ def test_kernel_modules_keep_to_themselves():
     assert not wrong, ", ".join(sorted(wrong))
 
 
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.MULTILINE)
+KERNEL_PARTS = ("align", "modules")  # as in Python: neither includes the other's headers
+
+
+def test_kernel_sources_include_shared_headers_only():
+    """opencl/ keeps the Python layering: a kernel of align/ or modules/ includes a header beside
+    it or one of a shared folder (fm/, sw/: code both use), never the other part's; a header
+    includes nothing (bowmap.runtime.devices.kernel_source expands one level); every header is
+    included somewhere (a shared folder groups kin, so fm/ holds wavelet_rank.h, which only
+    modules/find.cl uses, beside the DNA rank both parts use)."""
+    wrong, users = [], {}
+    opencl = ROOT / "opencl"
+    for path in sorted(opencl.glob("*/*")):
+        if path.suffix not in (".cl", ".h"):
+            continue
+        folder = path.parent.name
+        for included in INCLUDE.findall(path.read_text()):
+            if path.suffix == ".h":
+                wrong.append(f"{path.relative_to(ROOT)} includes {included} (headers include nothing)")
+                continue
+            target = opencl / included if "/" in included else path.parent / included
+            if not target.is_file():
+                wrong.append(f"{path.relative_to(ROOT)} includes {included}, which does not exist")
+            elif "/" in included and target.parent.name in KERNEL_PARTS:
+                wrong.append(f"{path.relative_to(ROOT)} includes {included}: shared code goes in a folder of its own")
+            else:
+                users.setdefault(target.relative_to(opencl).as_posix(), set()).add(folder)
+    for header in sorted(opencl.glob("*/*.h")):
+        if header.relative_to(opencl).as_posix() not in users:
+            wrong.append(f"{header.relative_to(ROOT)} is included by no kernel")
+    assert not wrong, "; ".join(wrong)
+
+
 def test_no_import_cycles():
     edges = graph()
     # Tarjan's strongly connected components; any with more than one module is a cycle.

@@ -37,10 +37,12 @@ def add_parser(subparsers):
     parser.add_argument(
         "--method", choices=("intertask", "intratask", "auto"), default="auto",
         help="intertask: two database sequences a work-item (packed 16-bit lanes); intratask: one a work-group "
-        "(anti-diagonals); auto: intratask for sequences longer than --crossover (default auto)",
+        "(anti-diagonals); auto: intratask for a batch's longest sequences when they are too few to fill the device, "
+        "or for those longer than --crossover (default auto; see docs/sw_search.md)",
     )
     parser.add_argument("--crossover", type=integer(1, 1 << 31), metavar="LENGTH",
-                        help="auto: database sequences longer than this go to intratask (default: from the device; see docs/sw_search.md)")
+                        help="auto: database sequences longer than this go to intratask (default: chosen a batch at a time from the "
+                        "device's compute units and the batch's lengths)")
     parser.add_argument("--batch-residues", type=integer(1, 1 << 40), metavar="N",
                         help="database residues sent to a device at a time (default: from the device's memory)")
     parser.add_argument("-o", "--output", metavar="OUT", help="output file (default: standard output)")

@@ -22,13 +22,15 @@
  * Rows run 0..n; the stored BWT leaves out row `primary` (its symbol is "$"), so row r is stored
  * at r - (r > primary), and rank(c, r) = occurrences of c in stored BWT [0, r - (r > primary)).
  *
- * rank() and the line layout live in fm/dna_rank.h, shared with modules/find.cl.
+ * rank(), lf_step() and the line layout live in fm/dna_rank.h, the sampled rows (marks) and
+ * last_at_most() in fm/locate.h, both shared with modules/find.cl.
  *
  * Invariants: n < 2^31 (all arithmetic in uint); fm_locate is given rows 1..n only; the suffix
  * starting at 0 is sampled, so LF never has to step over row `primary`.
  */
 
 #include "fm/dna_rank.h"
+#include "fm/locate.h"
 
 /* Interval [lo, hi) of rows whose suffixes start with the pattern; lo = hi = 0 when it does not
  * occur. depth = length of the longest suffix of the pattern that occurs. The empty pattern
@@ -73,31 +75,15 @@ __kernel void fm_search(__global const uint *lines, const uint primary, const ui
         search_pattern(lines, primary, n, first_rows, codes, offsets[gid], lengths[gid], count, gid, results);
 }
 
-/* The last read r (of reads) with first[r] <= i: the read whose run first[r] .. first[r + 1] - 1
- * holds i (reads with empty runs share their `first` with the next read, never the last one).
- * first[0] <= i; first[reads] need not exist (fm_locate_intervals' intervals end at count). */
-inline uint read_of(__global const uint *first, uint reads, uint i)
-{
-    uint low = 0, high = reads;
-    while (high - low > 1) {
-        uint middle = low + (high - low) / 2;
-        if (first[middle] <= i)
-            low = middle;
-        else
-            high = middle;
-    }
-    return low;
-}
-
 /* fm_search over a round of seeds of one length (FMSearch.seed_hits' layout, see choose_seeds),
- * each seed's place made here rather than sent: forward seed f of read r = read_of(seed_first, f)
+ * each seed's place made here rather than sent: forward seed f of read r = last_at_most(seed_first, f)
  * starts at read_starts[r] + read_offset[f] of codes, its reverse twin (seed forward + f) as far
  * into the reverse codes, which follow the forward ones (`total` codes in). */
 inline uint seed_start(__global const uint *read_starts, __global const uint *seed_first,
                        __global const uint *read_offset, uint reads, uint forward, uint total, uint gid)
 {
     uint f = gid < forward ? gid : gid - forward;
-    return read_starts[read_of(seed_first, reads, f)] + read_offset[f] + (gid < forward ? 0 : total);
+    return read_starts[last_at_most(seed_first, reads, f)] + read_offset[f] + (gid < forward ? 0 : total);
 }
 
 __kernel void seed_search(__global const uint *lines, const uint primary, const uint n, const uint4 first_rows,
@@ -170,26 +156,12 @@ __kernel void subtract_overlaps(__global const uchar *codes, __global const uint
 inline uint locate_row(__global const uint *lines, uint primary, uint4 first_rows,
                        __global const uint4 *marks, __global const uint *samples, uint row)
 {
-    uint steps = 0;
-    for (;;) {
-        uint4 group = marks[row / ROWS_PER_GROUP];
-        uint within = row % ROWS_PER_GROUP;
-        uint word = within >> 5;
-        uint bit = within & 31u;
-        uint bits = word == 0 ? group.y : word == 1 ? group.z : group.w;
-        if ((bits >> bit) & 1u) {
-            uint marked = group.x + popcount(bits & ((1u << bit) - 1u));
-            if (word > 0) marked += popcount(group.y);
-            if (word > 1) marked += popcount(group.z);
-            return samples[marked] + steps;
-        }
-        uint stored = row - (row > primary);
-        uint line = stored / BASES_PER_LINE;
-        uint offset = stored - line * BASES_PER_LINE;
-        uint code = (lines[(size_t)line * LINE_WORDS + 4 + (offset >> 4)] >> (2u * (offset & 15u))) & 3u;
-        row = first_row(first_rows, code) + rank(lines, primary, row, code);
+    uint steps = 0, offset;
+    while (!sampled_offset(marks, samples, row, &offset)) {
+        row = lf_step(lines, primary, first_rows, row);
         ++steps;
     }
+    return offset + steps;
 }
 
 /* Block offset of the suffix at each given row. */
@@ -217,7 +189,7 @@ __kernel void fm_locate_intervals(__global const uint *lines, const uint primary
     if (gid >= count)
         return;
     __global const uint *lo = starts, *before = starts + intervals;
-    uint low = read_of(before, intervals, gid);  /* before[low] <= gid < before[low + 1] (or count) */
+    uint low = last_at_most(before, intervals, gid);  /* before[low] <= gid < before[low + 1] (or count) */
     positions[gid] = locate_row(lines, primary, first_rows, marks, samples, lo[low] + (gid - before[low]));
 }
 
@@ -313,7 +285,7 @@ __kernel void locate_hits(__global const uint *lines, const uint primary, const 
     if (gid >= count)
         return;
     __global const uint *hit_first = firsts + hit_at, *out_first = firsts + out_at;
-    uint low = read_of(hit_first, reads, gid);
+    uint low = last_at_most(hit_first, reads, gid);
     uint first = seed_first[low], seeds = seed_first[low + 1] - first, within = gid - hit_first[low];
     uint slot = out_first[low] + within;
     uint i = first, reverse = 0;

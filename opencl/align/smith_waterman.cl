@@ -337,54 +337,19 @@ __kernel void sw_score(__global const uchar *read_codes, __global const uint *re
  *
  * PACKED_ASM (NVIDIA, compute capability >= 9.0): the lane operations are single PTX
  * instructions (add.s16x2, max.s16x2, max.relu.s16x2 and prmt.b32). Otherwise they are
- * OpenCL short2 vector operations and shifts, which any device runs.
+ * OpenCL short2 vector operations and shifts, which any device runs. The adds and maxima
+ * (padd, pmax, pmax_floor0, with lanes, lane_a, lane_b) are sw/packed_lanes.h's, shared with
+ * modules/sw_search.cl; row_scores is this kernel's own.
  * ------------------------------------------------------------------------------------------ */
 
-#ifndef PACKED_ASM
-#define PACKED_ASM 0
-#endif
+#include "sw/packed_lanes.h"
+
 /* "Minus infinity" of a 16-bit lane: below every real H - OPEN_EXTEND by more than GAP_EXTEND,
  * yet NEG16 - GAP_EXTEND stays above -32768 (the host checks GAP_OPEN + 2 GAP_EXTEND < 2700). */
 #define NEG16 (-30001 - OPEN_EXTEND)
 #define WINDOWS_MAY_HOLD_N (!PACKED_WINDOWS || AMBIGUOUS_MASK)
 
-inline uint lanes(int low, int high)
-{
-    return ((uint)low & 0xFFFFu) | ((uint)high << 16);
-}
-
-inline int lane_a(uint x)
-{
-    return (int)(short)(x & 0xFFFFu);
-}
-
-inline int lane_b(uint x)
-{
-    return (int)(short)(x >> 16);
-}
-
 #if PACKED_ASM
-inline uint padd(uint a, uint b)
-{
-    uint d;
-    asm("add.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
-inline uint pmax(uint a, uint b)
-{
-    uint d;
-    asm("max.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
-inline uint pmax_floor0(uint a, uint b)
-{
-    uint d;
-    asm("max.relu.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
 /* Packed scores of one row: see above. `selector` is the column's prmt selector. */
 inline uint row_scores(uint lookup_a, uint lookup_b, uint selector, uint shift_a, uint shift_b)
 {
@@ -393,21 +358,6 @@ inline uint row_scores(uint lookup_a, uint lookup_b, uint selector, uint shift_a
     return d;
 }
 #else
-inline uint padd(uint a, uint b)
-{
-    return as_uint(as_short2(a) + as_short2(b));
-}
-
-inline uint pmax(uint a, uint b)
-{
-    return as_uint(max(as_short2(a), as_short2(b)));
-}
-
-inline uint pmax_floor0(uint a, uint b)
-{
-    return as_uint(max(max(as_short2(a), as_short2(b)), (short2)(0, 0)));
-}
-
 inline uint row_scores(uint lookup_a, uint lookup_b, uint selector, uint shift_a, uint shift_b)
 {
     return lanes((char)(lookup_a >> shift_a), (char)(lookup_b >> shift_b));

@@ -5,12 +5,12 @@
  * 16 bases, 2 bits each, base j of a word in bits 2j..2j+1 (layout: bowmap/index/format.py).
  * Rows run 0..n; the stored BWT leaves out row `primary` (its symbol is "$"), so
  * rank(c, r) = occurrences of c in stored BWT [0, r - (r > primary)). first_rows (C): row of the
- * first suffix starting with A, C, G, T. Headers include nothing (see runtime/devices.py).
+ * first suffix starting with A, C, G, T. lf_step: one LF step (a locate's, see fm/locate.h).
+ * Headers include nothing (see runtime/devices.py).
  */
 
 #define BASES_PER_LINE 192u
 #define LINE_WORDS 16u
-#define ROWS_PER_GROUP 96u
 #define EVEN_BITS 0x55555555u
 
 /* One bit (the even bit of each 2-bit field) for every base of `word` equal to `code`. */
@@ -50,4 +50,14 @@ inline uint rank(__global const uint *lines, uint primary, uint row, uint code)
 inline uint first_row(uint4 first_rows, uint code)
 {
     return code == 0 ? first_rows.x : code == 1 ? first_rows.y : code == 2 ? first_rows.z : first_rows.w;
+}
+
+/* LF(row) for a row other than `primary`: its symbol read from the line, then ranked. */
+inline uint lf_step(__global const uint *lines, uint primary, uint4 first_rows, uint row)
+{
+    uint stored = row - (row > primary);
+    uint line = stored / BASES_PER_LINE;
+    uint offset = stored - line * BASES_PER_LINE;
+    uint code = (lines[(size_t)line * LINE_WORDS + 4 + (offset >> 4)] >> (2u * (offset & 15u))) & 3u;
+    return first_row(first_rows, code) + rank(lines, primary, row, code);
 }

@@ -3,7 +3,8 @@
  * bowmap/modules/find/kernels.py; NumPy twin: bowmap/modules/find/reference.py.
  *
  * Alphabet by build option: none for DNA (2-bit occurrence lines, fm/dna_rank.h, shared with
- * align/fm_search.cl), -DWAVELET for protein and text (wavelet matrix, fm/wavelet_rank.h).
+ * align/fm_search.cl), -DWAVELET for protein and text (wavelet matrix, fm/wavelet_rank.h). The
+ * sampled rows and the interval search are fm/locate.h's, shared with align/fm_search.cl too.
  *
  * Work-items: find_search one per pattern; find_locate one per row of the intervals it is given.
  * Both guard their count, so the global size may be rounded up to the work-group size.
@@ -34,20 +35,10 @@
 #include "fm/dna_rank.h"
 #define INDEX_PARAMS __global const uint *lines, const uint primary, __global const uint *meta, const uint levels, const uint level_lines
 #define LF_RANK(row, code) (meta[code] + rank(lines, primary, row, code))
-#define LF_STEP(row) dna_lf_step(lines, primary, meta, row)
+#define LF_STEP(row) lf_step(lines, primary, vload4(0, meta), row)
 #define SYMBOLS 4u
-
-inline uint dna_lf_step(__global const uint *lines, uint primary, __global const uint *meta, uint row)
-{
-    uint stored = row - (row > primary);
-    uint line = stored / BASES_PER_LINE;
-    uint offset = stored - line * BASES_PER_LINE;
-    uint code = (lines[(size_t)line * LINE_WORDS + 4 + (offset >> 4)] >> (2u * (offset & 15u))) & 3u;
-    return meta[code] + rank(lines, primary, row, code);
-}
 #endif
-
-#define FIND_ROWS_PER_GROUP 96u
+#include "fm/locate.h"
 
 __kernel void find_search(INDEX_PARAMS, const uint n,
                           __global const uchar *codes, __global const uint *offsets,
@@ -85,29 +76,12 @@ __kernel void find_locate(INDEX_PARAMS, __global const uint4 *marks, __global co
     if (gid >= count)
         return;
     __global const uint *lo = starts, *before = starts + intervals;
-    uint low = 0, high = intervals; /* the last piece with before[low] <= gid */
-    while (high - low > 1) {
-        uint middle = low + (high - low) / 2;
-        if (before[middle] <= gid)
-            low = middle;
-        else
-            high = middle;
-    }
+    uint low = last_at_most(before, intervals, gid); /* the piece holding row gid */
     uint row = lo[low] + (gid - before[low]);
-    uint steps = 0;
-    for (;;) {
-        uint4 group = marks[row / FIND_ROWS_PER_GROUP];
-        uint within = row % FIND_ROWS_PER_GROUP;
-        uint word = within >> 5, bit = within & 31u;
-        uint bits = word == 0 ? group.y : word == 1 ? group.z : group.w;
-        if ((bits >> bit) & 1u) {
-            uint marked = group.x + popcount(bits & ((1u << bit) - 1u));
-            if (word > 0) marked += popcount(group.y);
-            if (word > 1) marked += popcount(group.z);
-            positions[gid] = samples[marked] + steps;
-            return;
-        }
+    uint steps = 0, offset;
+    while (!sampled_offset(marks, samples, row, &offset)) {
         row = LF_STEP(row);
         ++steps;
     }
+    positions[gid] = offset + steps;
 }

@@ -18,12 +18,14 @@
  *
  * Kernels:
  *   sw_intertask_packed  one work-item, two targets (lane A = low 16 bits of every value, lane
- *       B = high 16 bits): the query is cut into tiles of TILE rows; a tile's H - OE and E of
- *       the previous column, and the running F, live in registers while the tile sweeps all of
- *       the work-item's columns; the tile's last row (H - OE, F) goes to `boundary`, which the
- *       next tile reads back (8 bytes a column per tile instead of per cell). No overflow test
- *       in the loop: a lane whose best reaches OVERFLOW_SCORE (host: 32767 - largest score) may
- *       have wrapped, and the host runs that target again with sw_intertask_wide.
+ *       B = high 16 bits; the lane operations padd, pmax, pmax_floor0 are sw/packed_lanes.h's,
+ *       shared with align/smith_waterman.cl): the query is cut into tiles of TILE rows; a
+ *       tile's H - OE and E of the previous column, and the running F, live in registers while
+ *       the tile sweeps all of the work-item's columns; the tile's last row (H - OE, F) goes to
+ *       `boundary`, which the next tile reads back (8 bytes a column per tile instead of per
+ *       cell). No overflow test in the loop: a lane whose best reaches OVERFLOW_SCORE (host:
+ *       32767 - largest score) may have wrapped, and the host runs that target again with
+ *       sw_intertask_wide.
  *   sw_intertask_wide    the same sweep, one target a work-item, 32-bit values.
  *   sw_intratask         one work-group a target: work-item l owns INTRA_ROWS consecutive rows
  *       of a strip of (local size x INTRA_ROWS) query rows and, at step k, computes column
@@ -61,60 +63,17 @@
 #ifndef INTRA_ROWS
 #define INTRA_ROWS 8
 #endif
-#ifndef PACKED_ASM
-#define PACKED_ASM 0
-#endif
 #define CODES 32
 #define PAD_CODE 31
 #define OPEN_EXTEND (GAP_OPEN + GAP_EXTEND)
 #define PROFILE_WORDS (TILE / 2)
 #define PROFILE_VECTORS (TILE / 8)
 
-inline uint lanes(int low, int high)
-{
-    return ((uint)low & 0xFFFFu) | ((uint)high << 16);
-}
-
-#if PACKED_ASM
-/* Hopper (sm_90): one instruction each; ptxas fuses an add feeding a max into VIADDMNMX. */
-inline uint padd(uint a, uint b)
-{
-    uint d;
-    asm("add.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
-inline uint pmax(uint a, uint b)
-{
-    uint d;
-    asm("max.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-
-inline uint pmax_floor0(uint a, uint b)
-{
-    uint d;
-    asm("max.relu.s16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-#else
-/* Saturating adds: an overflowing lane sticks at 32767 >= OVERFLOW_SCORE, so the host's
- * re-run catches it, and no signed overflow (undefined in OpenCL C) ever happens. */
-inline uint padd(uint a, uint b)
-{
-    return as_uint(add_sat(as_short2(a), as_short2(b)));
-}
-
-inline uint pmax(uint a, uint b)
-{
-    return as_uint(max(as_short2(a), as_short2(b)));
-}
-
-inline uint pmax_floor0(uint a, uint b)
-{
-    return as_uint(max(max(as_short2(a), as_short2(b)), (short2)(0, 0)));
-}
-#endif
+/* Saturating portable adds: an overflowing lane sticks at 32767 >= OVERFLOW_SCORE, so the host's
+ * re-run catches it. PTX's add.s16x2 wraps instead, but H grows by at most the largest score a
+ * cell, so a lane wraps only after its best has passed OVERFLOW_SCORE: the same test catches it. */
+#define PACKED_ADD_SATURATES 1
+#include "sw/packed_lanes.h"
 
 /* Copies tile `tile` of the profile into local memory; every work-item of the group calls it. */
 inline void load_tile_profile(__global const uint4 *profile, uint tile, __local uint4 *tile_profile)

@@ -16,7 +16,7 @@ from bowmap.cli import main
 from bowmap.modules.sw_search import reference
 from bowmap.modules.sw_search.kernels import SearchKernels, Targets
 from bowmap.modules.sw_search.scoring import MATRICES, Scoring
-from bowmap.modules.sw_search.search import SearchOptions, search
+from bowmap.modules.sw_search.search import INTRATASK_SPEED, RESIDENT_WAVEFRONTS, SearchOptions, auto_split, device_fill, intratask_speed, search
 
 SERPINS = Path(__file__).resolve().parent.parent.parent / "data" / "serpins.fa"
 AMINO = b"ARNDCQEGHILKMFPSTWYV"
@@ -201,6 +201,64 @@ def test_search_same_across_batches_and_devices(device, method):
             assert hits.scores[index].tolist() == best.tolist()
         if method == "auto":
             assert hits.methods["intratask"] > 0 and hits.methods["intertask"] > 0
+
+
+def test_auto_split_follows_the_h200_measurements():
+    """auto's rule with an H200's properties (132 compute units, warps of 32) reproduces the
+    measured winners (search.py's table): databases of 100 M residues of one length go to
+    intertask up to 2,000 residues (50,000 sequences) and to intratask from 4,000 on."""
+    fill = 2 * 132 * 32 * RESIDENT_WAVEFRONTS
+    speed = INTRATASK_SPEED["GPU"] * 464 / 512  # a query of 464: 29 tiles of 16 rows, one strip of 64 x 8
+    for length, expected in ((500, False), (1000, False), (2000, False), (4000, True), (8000, True), (16000, True), (32000, True)):
+        chosen = auto_split(np.full(100_000_000 // length, length), fill, speed)
+        assert chosen.all() if expected else not chosen.any(), length
+    # Not length as such: 2,000 residues but only 20,000 of them (too few to fill), or 32,000
+    # residues and a million of them (enough).
+    assert auto_split(np.full(20_000, 2000), fill, speed).all()
+    assert not auto_split(np.full(1_000_000, 32000), fill, speed).any()
+    # A few long sequences among many short ones: the long ones alone, a whole length at a time.
+    lengths = np.array([300] * 400_000 + [30_000] * 5 + [12_000] * 40 + [3_000] * 200)
+    shuffled = np.random.default_rng(11).permutation(lengths)
+    chosen = auto_split(shuffled, fill, speed)
+    assert set(shuffled[chosen].tolist()) == {3_000, 12_000, 30_000} and set(shuffled[~chosen].tolist()) == {300}
+    assert auto_split(np.zeros(0, dtype=np.int64), fill, speed).tolist() == []
+    assert auto_split(np.array([7]), fill, speed).tolist() == [True]  # one short sequence: a work-group, not a lane
+
+
+def test_auto_chooses_each_method_on_the_device(device):
+    """method auto on PoCL: with the device's own fill (a CPU: 2 x compute units x work-group
+    size; a GPU: 2 x compute units x preferred multiple x RESIDENT_WAVEFRONTS) a few sequences go
+    to intratask and many short ones to intertask; with a small forced fill the long ones of a
+    batch alone go to intratask. Scores: the reference's."""
+    rng = np.random.default_rng(12)
+    scoring = Scoring("BLOSUM62", 11, 1)
+    query = rng.integers(0, 24, 40).astype(np.uint8)
+    kernels = SearchKernels(device, scoring, group_size=4, intra_group_size=2)  # as search() builds them below
+    fill, speed = device_fill(kernels), intratask_speed(kernels, [len(query)])
+    # 40 rows: intertask computes 3 tiles of 16, intratask 3 strips of 2 x 8; 1 row: 16 and 16.
+    share = INTRATASK_SPEED.get(device.info.kind, INTRATASK_SPEED["GPU"])
+    assert speed == pytest.approx(share) and intratask_speed(kernels, [40, 1]) == pytest.approx(share)
+    assert intratask_speed(SearchKernels(device, scoring, intra_group_size=16), [40]) == pytest.approx(share * 48 / 128)
+    units = device.info.compute_units
+    assert fill == 2 * units * (4 if device.info.kind == "CPU" else kernels.preferred_multiple * RESIDENT_WAVEFRONTS)
+    few = [rng.integers(0, 24, 50).astype(np.uint8) for _ in range(2)]  # intratask for any fill >= 6
+    many = [rng.integers(0, 24, 6).astype(np.uint8) for _ in range(fill)] + [query[:6].copy()]
+    mixed = [rng.integers(0, 24, int(rng.integers(5, 30))).astype(np.uint8) for _ in range(60)]
+    mixed[7], mixed[33] = rng.integers(0, 24, 400).astype(np.uint8), rng.integers(0, 24, 300).astype(np.uint8)
+    mixed[50] = query.copy()
+    cases = ((few, None, "intratask"), (many, None, "intertask"), (mixed, 8, "both"))
+    for sequences, forced, expected in cases:
+        targets = Targets.from_list(sequences)
+        options = SearchOptions(method="auto", top=5, fill=forced, group_size=4, intra_group_size=2)
+        hits = search([query], targets, scoring, [device], options)
+        order, best = reference.top_hits(reference.scores(query, sequences, scoring), 5)
+        assert hits.targets[0].tolist() == order.tolist() and hits.scores[0].tolist() == best.tolist()
+        intratask = auto_split(targets.lengths, forced or fill, speed)
+        assert hits.methods == {"intertask": int((~intratask).sum()), "intratask": int(intratask.sum())}
+        if expected == "both":
+            assert np.flatnonzero(intratask).tolist() == [7, 33]
+        else:
+            assert hits.methods[expected] == len(sequences)
 
 
 # ---------------------------------------------------------------- command line

@@ -152,6 +152,8 @@ class SearchKernels:
         self._intra = cl.Kernel(program, "sw_intratask")
         info = device.info
         self.scratch_bytes = scratch_bytes or min(info.max_allocation, max(1 << 24, info.global_memory // 8))
+        self.preferred_multiple = max(1, self._packed.get_work_group_info(
+            cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, device.device))
         self.group_size = group_size or self._group_size(self._packed)
         self.wide_group_size = group_size or self._group_size(self._wide)
         self._intra_group_size = intra_group_size

@@ -8,7 +8,8 @@ against it and keeps each query's best hits. Hits are merged in batch order with
 devices or methods.
 
 Methods: ``intertask`` (two targets a work-item, see :mod:`.kernels`), ``intratask`` (a target a
-work-group) and ``auto``: intratask for targets longer than :func:`crossover_length`.
+work-group) and ``auto``: per batch, intratask for its longest targets when they are too few to
+fill the device (:func:`auto_split`), intertask for the rest.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bowmap.modules.sw_search.kernels import SearchKernels, Targets
+from bowmap.modules.sw_search.kernels import INTRA_ROWS, SearchKernels, Targets
 from bowmap.modules.sw_search.reference import top_hits
 from bowmap.modules.sw_search.scoring import Scoring
 from bowmap.runtime.devices import DeviceContext
@@ -29,12 +30,38 @@ from bowmap.runtime.devices import DeviceContext
 log = logging.getLogger("bowmap.modules.sw_search")
 
 METHODS = ("intertask", "intratask", "auto")
-# auto's crossover: the intertask kernels keep a boundary row of 8 bytes a target column for
-# every work-item; the device holds about compute units x preferred multiple x RESIDENT_WAVEFRONTS
-# work-items at once. Targets longer than (launch scratch / (8 x that)) cannot fill the device in
-# one launch, and go to the intratask kernel. Clamped to this range.
-RESIDENT_WAVEFRONTS = 16
-SHORTEST_CROSSOVER, LONGEST_CROSSOVER = 2048, 1 << 16
+# auto's rule, from bench/sw_search.py's crossover runs on an H200 (132 compute units, warps of
+# 32): a query of 464 against databases of 100 M residues, the sequences of each of one length.
+#   length          500     1,000   2,000   4,000   8,000   16,000  32,000
+#   sequences       200,000 100,000 50,000  25,000  12,500  6,250   3,125
+#   intertask GCUPS 2,229   2,231   1,306   708     360     182     92
+#   intratask GCUPS 1,137 .. 1,234 at every length
+# Intertask does not slow with length as such: below about 80,000 sequences its GCUPS fall in
+# proportion to the number of sequences (0.0285 GCUPS a sequence, least squares over 3,125 ..
+# 25,000), i.e. a launch then takes as long as its longest lanes however few there are. The
+# device is full at 2,230 / 0.0285 = 78,000 sequences = 39,000 work-items of two lanes =
+# compute units x preferred work-group multiple x 9.3: RESIDENT_WAVEFRONTS wavefronts a compute
+# unit (a GPU hides memory latency with many resident wavefronts). Intratask (a target a
+# work-group) fills the device with far fewer targets and ran at 0.53 of full intertask speed
+# (1,180 / 2,230) at every length: per row computed, 0.53 x 512 / 464 = 0.585, its groups of 64
+# work-items computing 512 query rows (8 each) where intertask computes 464 (tiles of 16).
+# The model (auto_split): with FILL targets filling the device (device_fill), intertask over
+# targets of R residues in all, the longest of L, takes as long as max(R, FILL x L) residues at
+# full speed would; intratask as long as R / S, S = INTRATASK_SPEED x the rows intertask computes
+# for the queries / the rows intratask does (intratask_speed). auto sends a batch's j longest
+# targets to intratask, j (a whole length at a time) making the sum of the two smallest. For one
+# length and N sequences: intertask when N >= FILL x S (40,300 on the H200 for m = 464: for
+# 100 M residues a crossover length of 2,480, between the measured 2,000 (intertask faster) and
+# 4,000 (intratask faster)); a few long targets beside many short ones go to intratask.
+# CPUs (PoCL): a core runs one work-group at a time, so FILL = 2 x compute units x work-group
+# size; intratask ran at 0.3 .. 0.4 of intertask (PoCL, 2 shared cores, databases of 0.4 M
+# residues: intertask 0.8, intratask 0.2 .. 0.3 GCUPS; crossover between 25 and 50 sequences,
+# FILL x S = 45 with 2 x 2 x 32 and S = 0.35, 0.39 a row). Measured with one query length (464):
+# other lengths differ only in the rows each kernel computes. The kernels' scores are the same
+# whichever runs a target.
+RESIDENT_WAVEFRONTS = 9
+MEASURED_QUERY = 464
+INTRATASK_SPEED = {"GPU": 0.585, "CPU": 0.39}  # a row computed, by device kind; others as a GPU
 # A batch's codes take at most this share of the smallest device's memory (the launch scratch
 # takes another eighth, see SearchKernels).
 BATCH_MEMORY_SHARE = 4
@@ -42,13 +69,16 @@ BATCH_MEMORY_SHARE = 4
 
 @dataclass
 class SearchOptions:
-    """``top``: hits kept a query. ``crossover``: auto's length (None: from the device).
-    ``batch_residues``: residues a batch (None: from the devices' memory). ``tile``: query rows
-    an intertask work-item holds (8, 16, 32)."""
+    """``top``: hits kept a query. ``crossover``: auto sends targets longer than this to
+    intratask (None: :func:`auto_split` decides a batch at a time). ``fill``: targets that fill
+    the device for :func:`auto_split` (None: :func:`device_fill`). ``batch_residues``: residues
+    a batch (None: from the devices' memory). ``tile``: query rows an intertask work-item holds
+    (8, 16, 32)."""
 
     method: str = "auto"
     top: int = 10
     crossover: int | None = None
+    fill: int | None = None
     batch_residues: int | None = None
     tile: int = 16
     group_size: int | None = None  # tests: small work-groups on PoCL
@@ -77,15 +107,52 @@ class Hits:
         return self.cells / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
 
-def crossover_length(kernels: SearchKernels) -> int:
-    """auto's length for the device of ``kernels`` (see RESIDENT_WAVEFRONTS)."""
-    import pyopencl as cl
-
+def device_fill(kernels: SearchKernels) -> int:
+    """Targets that fill the device of ``kernels`` with intertask work, two a work-item (see
+    RESIDENT_WAVEFRONTS): a GPU's compute units x the packed kernel's preferred work-group
+    multiple x RESIDENT_WAVEFRONTS work-items; a CPU's compute units x the work-group size."""
     info = kernels.device.info
-    multiple = kernels._packed.get_work_group_info(
-        cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, kernels.device.device)
-    resident = info.compute_units * max(1, multiple) * RESIDENT_WAVEFRONTS
-    return int(min(LONGEST_CROSSOVER, max(SHORTEST_CROSSOVER, kernels.scratch_bytes // (8 * resident))))
+    if info.kind == "CPU":
+        return 2 * info.compute_units * kernels.group_size
+    return 2 * info.compute_units * kernels.preferred_multiple * RESIDENT_WAVEFRONTS
+
+
+def intratask_speed(kernels: SearchKernels, query_lengths) -> float:
+    """Intratask's GCUPS as a share of full intertask GCUPS for these queries: the share a row
+    computed measured on devices of this kind (INTRATASK_SPEED) x the query rows intertask
+    computes (tiles of ``kernels.tile``) / those intratask does (strips of INTRA_ROWS x its
+    group size): a short query leaves most of an intratask group's rows idle."""
+    lengths = [int(m) for m in query_lengths if m > 0] or [MEASURED_QUERY]
+    inter = sum(-(-m // kernels.tile) * kernels.tile for m in lengths)
+    intra = 0
+    for m in lengths:
+        strip = INTRA_ROWS * kernels.intra_group_size(m)
+        intra += -(-m // strip) * strip
+    return INTRATASK_SPEED.get(kernels.device.info.kind, INTRATASK_SPEED["GPU"]) * inter / intra
+
+
+def auto_split(lengths: np.ndarray, fill: int, speed: float) -> np.ndarray:
+    """bool[len(lengths)]: the targets ``auto`` sends to intratask, the longest j of them, with j
+    (taking all targets of one length or none) making the model's time smallest (see
+    RESIDENT_WAVEFRONTS): R_longest(j) / speed + max(R_rest(j), fill x L(j + 1)), R residues,
+    L(j + 1) the longest target left to intertask, ``speed`` intratask's (:func:`intratask_speed`);
+    a tie keeps more on intertask."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    count = len(lengths)
+    chosen = np.zeros(count, dtype=bool)
+    if count == 0:
+        return chosen
+    order = np.lexsort((np.arange(count), -lengths))  # longest first, ties in batch order
+    longest_first = lengths[order]
+    longest = np.concatenate(([0], np.cumsum(longest_first)))  # residues of the j longest, j = 0..count
+    next_length = np.append(longest_first, 0)  # the longest target left to intertask
+    cost = longest / speed + np.maximum(longest[-1] - longest, fill * next_length)
+    allowed = np.ones(count + 1, dtype=bool)
+    allowed[1:count] = longest_first[:-1] > longest_first[1:]  # j between two lengths
+    candidates = np.flatnonzero(allowed)
+    j = int(candidates[np.argmin(cost[candidates])])
+    chosen[order[:j]] = True
+    return chosen
 
 
 def batches(lengths: np.ndarray, residues: int, at_least: int = 1) -> list[tuple[int, int]]:
@@ -129,7 +196,7 @@ def search(queries: list[np.ndarray], targets: Targets, scoring: Scoring, device
         try:
             kernels = SearchKernels(device, scoring, tile=options.tile, group_size=options.group_size,
                                     intra_group_size=options.intra_group_size)
-            crossover = options.crossover or crossover_length(kernels)
+            fill, speed = options.fill or device_fill(kernels), intratask_speed(kernels, [len(query) for query in queries])
             while not failures:
                 try:
                     number = work.get_nowait()
@@ -137,8 +204,10 @@ def search(queries: list[np.ndarray], targets: Targets, scoring: Scoring, device
                     return
                 first, end = ranges[number]
                 batch = Targets(targets.codes, targets.offsets[first:end], targets.lengths[first:end])
-                if options.method == "auto":
-                    intratask = batch.lengths > crossover
+                if options.method == "auto" and options.crossover:
+                    intratask = batch.lengths > options.crossover
+                elif options.method == "auto":
+                    intratask = auto_split(batch.lengths, fill, speed)
                 else:
                     intratask = np.full(len(batch), options.method == "intratask")
                 batch_started = time.perf_counter()
@@ -157,9 +226,9 @@ def search(queries: list[np.ndarray], targets: Targets, scoring: Scoring, device
                     stats["intratask"] += int(intratask.sum())
                     stats["intertask"] += int((~intratask).sum())
                     done = len(found)
-                log.info("sw-search: batch %d/%d (%d targets, %d residues) on %s: %.2f s, %.1f GCUPS",
-                         done, len(ranges), end - first, int(batch.lengths.sum()), device.info.name, seconds,
-                         cells / max(seconds, 1e-9) / 1e9)
+                log.info("sw-search: batch %d/%d (%d targets, %d of them intratask, %d residues) on %s: %.2f s, %.1f GCUPS",
+                         done, len(ranges), end - first, int(intratask.sum()), int(batch.lengths.sum()), device.info.name,
+                         seconds, cells / max(seconds, 1e-9) / 1e9)
         except BaseException as error:  # noqa: BLE001 - raised again by the caller's thread
             failures.append(error)
 
