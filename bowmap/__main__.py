@@ -1,5 +1,3 @@
-import sys
+from bowmap.cli import entry
 
-from bowmap.cli import main
-
-sys.exit(main())
+entry()

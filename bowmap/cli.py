@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import pkgutil
 import shlex
 import signal
@@ -93,6 +94,28 @@ class Terminated(KeyboardInterrupt):
 
 def _raise_terminated(signum, frame):
     raise Terminated
+
+
+def entry() -> None:
+    """The ``bowmap`` program (its console script, and ``python -m bowmap``): :func:`main`, then
+    an exit without the interpreter's teardown. The run has closed its outputs and ended its
+    processes by then; what the teardown would add is the release of OpenCL objects one by one,
+    which on an interrupted run may still be in use by a thread (SIGTERM on NVIDIA's OpenCL:
+    abort, signal 6, and a core dump instead of 143) and which some OpenCL drivers' own exit
+    handlers assert on (PoCL's pocl_release_dlhandle_cache)."""
+    code = main()
+    try:
+        if sys.stdout is not None:  # None: started with standard output closed
+            sys.stdout.flush()
+    except BrokenPipeError:  # as main() reports it: the reader has gone
+        silence_stdout()
+        code = code or 141
+    except OSError:
+        code = code or 1
+    logging.shutdown()
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
