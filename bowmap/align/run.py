@@ -105,7 +105,7 @@ def run_align(options: AlignOptions) -> dict:
     header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
     writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
     bar = Progress(options.reads, options.progress)
-    model = _ModelHolder(options.insert_size)
+    model = _ModelHolder(options.insert_size, started_clock)
     owners = []  # the device owners of a run whose host workers share each device
     success = False
     try:
@@ -323,8 +323,9 @@ class _ModelHolder:
     (``sample_chunks`` chunks, observed in order) while the reader waits for it (see
     :func:`paired_chunks`)."""
 
-    def __init__(self, model):
+    def __init__(self, model, started_clock: float | None = None):
         self.model = model
+        self.started_clock = started_clock  # the run's start (time.monotonic), for the log
         self.sample_pairs = 0
         self.sample_chunks = 0
         self._observed: list[tuple] = []
@@ -345,7 +346,8 @@ class _ModelHolder:
         from bowmap.align.pairs import estimate_model
 
         self.model = estimate_model(orientation, distance, self.sample_pairs)
-        log.info("%s", self.model.describe())
+        when = "" if self.started_clock is None else f" [{time.monotonic() - self.started_clock:.2f} s]"
+        log.info("%s%s", self.model.describe(), when)
         self.ready.set()
 
     def wait(self):

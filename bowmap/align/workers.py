@@ -162,7 +162,9 @@ def owner_device_workers(index, reference_text, device, queues: int, options: Al
 
     blocks = [DeviceBlock.of_owner(device, number, block) for number, block in enumerate(index.blocks)]
     text = PackedText.of_owner(device, index)
-    return [DeviceWorker(index, reference_text, device, blocks, text, options, scoring) for _ in range(queues)]
+    workers = [DeviceWorker(index, reference_text, device, blocks, text, options, scoring) for _ in range(queues)]
+    device.context.flush()  # the buffers their set-up made exist on the owner before the stages' threads name them
+    return workers
 
 
 def owner_shared_buffers(index, device) -> dict:

@@ -50,6 +50,7 @@ class DeviceOwner:
         self._lock = threading.Lock()
         self._closed = False
         self._connections: list = []
+        self._released_early: set = set()  # see _release
         # Many short holds of the GIL by the serving threads: hand it over sooner than every 5 ms.
         if sys.getswitchinterval() > SWITCH_INTERVAL_SECONDS:
             sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
@@ -129,9 +130,11 @@ class DeviceOwner:
                             _, new_arena, released, commands = message
                             if new_arena is not None:
                                 arena = self._map(arena, *new_arena)
-                            for key in released:
-                                self._buffers.pop(key, None)
-                            self._execute(device, arena, commands)
+                            created = set()
+                            try:
+                                self._execute(device, arena, commands, created)
+                            finally:
+                                self._release(released, created)
                             value = None
                         else:
                             value = self._answer(device, message)
@@ -154,6 +157,7 @@ class DeviceOwner:
                         for table in (self._buffers, self._queues, self._kernels):
                             for key in [key for key in table if key[0] == token]:
                                 del table[key]
+                        self._released_early = {key for key in self._released_early if key[0] != token}
 
     @staticmethod
     def _map(old, path: str, size: int):
@@ -190,8 +194,22 @@ class DeviceOwner:
             return device.device.platform.name, nvidia_compute_capability(device.device)
         raise ValueError(f"unknown request {kind!r}")
 
-    def _execute(self, device, arena, commands) -> None:
-        """One batch, in order; then every queue it used is idle, so the arena may be reused."""
+    def _release(self, released, created: set) -> None:
+        """Forget the buffers a client dropped (``released``, keys), after its batch that made
+        ``created``. A key may come before its creation (dropped by one thread of the client,
+        whose release another thread's batch carried, before the making thread's batch came):
+        it is kept, and the buffer dropped after the batch that makes it."""
+        with self._lock:
+            for key in released:
+                if self._buffers.pop(key, None) is None:
+                    self._released_early.add(key)
+            for key in created & self._released_early:
+                self._buffers.pop(key, None)
+                self._released_early.discard(key)
+
+    def _execute(self, device, arena, commands, created: set) -> None:
+        """One batch, in order; then every queue it used is idle, so the arena may be reused.
+        The keys of the buffers it makes are added to ``created``."""
         import pyopencl as cl
 
         # Waits sleep (devices.wait_idle: NVIDIA's blocking waits spin a core). Measured on an
@@ -241,10 +259,15 @@ class DeviceOwner:
                     wait_idle(self._queue(device, command[1]))
                     touched.pop(command[1], None)
                     busy.discard(command[1])
+                elif operation == "create":
+                    _, key, flags, size = command
+                    buffers[key] = cl.Buffer(device.context, flags, size=size)
+                    created.add(key)
                 elif operation == "buffer":
                     _, key, flags, size, offset = command
                     source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
                     buffers[key] = cl.Buffer(device.context, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=source)
+                    created.add(key)
                 else:
                     raise ValueError(f"unknown command {operation!r}")
         finally:

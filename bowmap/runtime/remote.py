@@ -20,8 +20,8 @@ same order on the same kind of in-order queue, so results are the same bit for b
 
 Keys: a buffer, queue or kernel made by a client is named ``(token, number)``, the token being
 its process's; buffers the owner made for everyone (the index blocks, the packed text) are
-named ``("shared", name)``. Buffer creations are synchronous requests (rare: buffers are reused
-and grow by doubling), so a buffer exists on the owner before any thread of its process names it.
+named ``("shared", name)``. A buffer is created with its thread's next batch, ahead of the
+commands that use it; buffers a thread dropped are released on the owner after its next batch.
 """
 
 from __future__ import annotations
@@ -240,19 +240,24 @@ class RemoteContext:
         channel.flush()
         return channel.call(message)
 
+    def flush(self) -> None:
+        """Send this thread's recorded commands and wait for them: what it made, other threads
+        may name from now on (see :meth:`buffer`)."""
+        self.channel().flush()
+
     def buffer(self, flags: int, size: int = 0, hostbuf=None) -> RemoteBuffer:
+        """A buffer made on the owner with this thread's next batch (before any command of it
+        that names the buffer): its creation costs no round trip of its own. A thread other than
+        this one may name it only after this thread's next synchronisation (:meth:`flush`; a
+        worker's set-up ends with one, so its kernel owners may run in any thread)."""
         key = _key()
         channel = self.channel()
-        channel.flush()
-        offset = None
         if hostbuf is not None:
             hostbuf = np.ascontiguousarray(hostbuf)
             size = hostbuf.nbytes
-            offset = channel.put(hostbuf)
-            channel.commands.append(("buffer", key, int(flags), size, offset))
-            channel.flush()
+            channel.commands.append(("buffer", key, int(flags), size, channel.put(hostbuf)))
         else:
-            channel.call(("create", key, int(flags), int(size)))
+            channel.commands.append(("create", key, int(flags), int(size)))
         return RemoteBuffer(key, size)
 
 

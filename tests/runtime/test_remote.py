@@ -182,3 +182,65 @@ def test_a_host_worker_sees_an_owner_process_that_was_killed(device, small_index
         assert errors
     finally:
         owner.close()
+
+
+def test_buffers_are_made_with_their_batch_and_dropped_once_released_whatever_the_thread(device):
+    import gc
+
+    import pyopencl as cl
+
+    from bowmap.runtime.devices import make_buffer
+
+    owner, remote = owner_and_client(device, lambda owned: {})
+
+    def client_buffers():
+        return [key for key in owner._buffers if key[0] != "shared"]
+
+    try:
+        # made, written and dropped before its thread's batch goes: made, used, then forgotten
+        queue = remote.queue()
+        buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=64)
+        queue.copy(buffer, np.arange(16, dtype=np.int32), is_blocking=False)
+        del buffer
+        gc.collect()
+        queue.wait_idle()
+        assert client_buffers() == []
+
+        # made by one thread, its release sent by another's batch before the maker's batch
+        made, go, held = threading.Event(), threading.Event(), {}
+
+        def maker():
+            maker_queue = remote.queue()
+            held["buffer"] = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=64)
+            made.set()
+            go.wait()
+            maker_queue.wait_idle()  # this thread's batch: the creation
+
+        thread = threading.Thread(target=maker)
+        thread.start()
+        made.wait()
+        del held["buffer"]
+        gc.collect()
+        queue.wait_idle()  # this thread's batch carries the release, before the creation came
+        go.set()
+        thread.join()
+        assert client_buffers() == []
+        assert not owner._released_early
+
+        # kept while held, and usable by another thread once its maker has synchronised
+        kept = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=64)
+        remote.context.flush()
+        back = np.empty(16, dtype=np.int32)
+
+        def user():
+            user_queue = remote.queue()
+            user_queue.copy(kept, np.arange(16, dtype=np.int32), is_blocking=False)
+            user_queue.copy(back, kept)
+
+        thread = threading.Thread(target=user)
+        thread.start()
+        thread.join()
+        np.testing.assert_array_equal(back, np.arange(16))
+        assert len(client_buffers()) == 1
+    finally:
+        owner.close()
