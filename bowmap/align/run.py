@@ -30,7 +30,7 @@ from bowmap.align.workers import (
 
 log = logging.getLogger("bowmap.align")
 
-# Single-end input's first chunks are 1/16, 1/8, 1/4 and 1/2 of --chunk-bases (see
+# The first chunks are 1/16, 1/8, 1/4 and 1/2 of --chunk-bases (pairs: after the insert-size sample) (see
 # reads.chunk.ramped), so the first records are written after mapping 1/16 of a chunk, not a
 # whole one (bench/startup.py, PoCL on 2 busy cores, 20,000 lambda reads of 100 bp, one chunk
 # before: the first SAM record after 2.46 s, now 1.33 s, medians of 6; with -p 2 and
@@ -120,7 +120,7 @@ def run_align(options: AlignOptions) -> dict:
         ]
         needed = sum(block_device_bytes(block) for block in index.blocks) + text_device_bytes(index)
         bound = chunk_bound(options.reads, (options.chunk_bases or DEFAULT_CHUNK_BASES) // (2 if options.mates else 1))
-        if bound is not None and not options.paired:
+        if bound is not None:
             bound += FIRST_CHUNKS_RAMP  # the first chunks are smaller (see below): up to this many more
         if not options.serial and options.processes and (capped := capped_processes(options.processes, bound)) < options.processes:
             log.info("-p %d: %d worker process(es), at most %d a CPU core and one a chunk of the input (%s)", options.processes,
@@ -204,16 +204,16 @@ def run_align(options: AlignOptions) -> dict:
         def verified_chunks():
             verification.result()
             log.info("index checksums match [%.2f s]", time.perf_counter() - started)
+            # The first chunks small (not when blocks are streamed: a chunk costs a sweep of them).
+            ramp = 0 if plan.streamed else FIRST_CHUNKS_RAMP
             if options.paired:
-                for chunk in paired_chunks(options, index.max_read_length, model, processes):
+                for chunk in paired_chunks(options, index.max_read_length, model, processes, ramp):
                     if chunk.insert_model is not None:  # the sample's chunks write nothing
                         bar.handed_out(chunk)
                     yield chunk
                 return
             # Chunks, or byte ranges of the input that the workers read and parse themselves
             # (parsed here for --skip/--upto: a range's record count is known once parsed).
-            # The first chunks small (not when blocks are streamed: a chunk costs a sweep of them).
-            ramp = 0 if plan.streamed else FIRST_CHUNKS_RAMP
             items = input_chunks(options.reads, options.chunk_bases, index.max_read_length, ramp)
             for item in record_window(items, options.skip, options.upto) if options.windowed else items:
                 bar.handed_out(item)
@@ -362,7 +362,7 @@ class _ModelHolder:
 SMALLEST_SAMPLE_CHUNK_BASES = 1 << 16
 
 
-def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHolder, workers: int = 1):
+def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHolder, workers: int = 1, ramp: int = 0):
     """Chunks of whole pairs, each carrying the insert-size model. Without a given model, the
     first items are the model's sample (the first SAMPLE_PAIRS pairs, in chunks of
     ``options.chunk_bases`` as any others, so that their buffers are no larger: numbers 0 ..
@@ -370,7 +370,8 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
     pair's observation is its own, so one chunk or several give the same), and only then do
     the chunks follow (numbered from k), so every chunk is paired under one model whatever the
     threads, processes or chunk size. The chunks read for the sample are held, not read again:
-    stdin works too. The sample is cut into at least ``workers`` chunks (of at least
+    stdin works too. The first ``ramp`` chunks are smaller (see FIRST_CHUNKS_RAMP). The sample is
+    cut into at least ``workers`` chunks (of at least
     SMALLEST_SAMPLE_CHUNK_BASES), so that the run's workers share it."""
     import dataclasses
 
@@ -380,8 +381,8 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
     from bowmap.align.reads.pairs import paired_ranges, read_pairs
 
     # Byte ranges of both files that the workers read and parse, or chunks parsed here.
-    ranges = None if options.mates is None else paired_ranges(options.reads, options.mates, options.chunk_bases, max_read_length)
-    chunks = read_pairs(options.reads, options.mates, options.chunk_bases, max_read_length) if ranges is None else iter(ranges)
+    ranges = None if options.mates is None else paired_ranges(options.reads, options.mates, options.chunk_bases, max_read_length, ramp)
+    chunks = read_pairs(options.reads, options.mates, options.chunk_bases, max_read_length, ramp=ramp) if ranges is None else iter(ranges)
     held, shift = [], 0
     if model.model is None:
         # The sample: the first pairs, parsed here (from the files' heads when the workers read ranges).

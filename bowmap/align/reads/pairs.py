@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.reads.chunk import Batch, Chunker, ReadChunk, concatenate_batches, slice_batch
+from bowmap.align.reads.chunk import Batch, Chunker, ReadChunk, concatenate_batches, ramped, slice_batch
 from bowmap.align.reads.parse import Parser, _name, longest_record
 from bowmap.align.reads.ranges import RangeInputError, ReadRange, file_head, first_record, read_at, record_start, starts_record
 from bowmap.align.reads.stream import DEFAULT_BLOCK_BYTES, GZIP_MAGIC, input_blocks, prefetched, warn_empty
@@ -30,13 +30,15 @@ def read_pairs(
     chunk_bases: int = 4 << 20,
     max_read_length: int = 1024,
     block_bytes: int = DEFAULT_BLOCK_BYTES,
+    ramp: int = 0,
 ) -> Iterator[ReadChunk]:
     """Chunks of whole pairs from ``first`` and ``second`` (R1 and R2 files), or from the
     interleaved file ``first`` when ``second`` is None. Chunks are cut by base count over the
-    pairs (see :class:`Chunker`), so they depend on the input and ``chunk_bases`` alone."""
+    pairs (see :class:`Chunker`; the first ``ramp`` smaller), so they depend on the input,
+    ``chunk_bases`` and ``ramp`` alone."""
     if chunk_bases < 1 or max_read_length < 0 or block_bytes < 1:
         raise ValueError("chunk_bases and block_bytes must be positive, max_read_length not negative")
-    chunker = Chunker(chunk_bases, unit=2)
+    chunker = Chunker(chunk_bases, unit=2, ramp=ramp)
     position = [0]  # bytes of the first file read so far (compressed for gzip): chunks' input_end
     chunks = 0
 
@@ -282,9 +284,10 @@ _MATE_SEARCH_BYTES = [1 << 16, 1 << 20, 1 << 24, 1 << 27]
 _RECORD_ROOM = 1 << 16  # bytes beyond a record's sequence and quality: its header and '+' line
 
 
-def paired_ranges(first: str, second: str, chunk_bases: int, max_read_length: int) -> list[PairedRange] | None:
+def paired_ranges(first: str, second: str, chunk_bases: int, max_read_length: int, ramp: int = 0) -> list[PairedRange] | None:
     """Ranges of both files holding the same pairs, each pair about ``chunk_bases`` bases (R1
-    ranges of ``chunk_bases`` bytes: a FASTQ base takes two); None unless both are uncompressed
+    ranges of ``chunk_bases`` bytes: a FASTQ base takes two; the first ``ramp`` ranges smaller,
+    see :func:`bowmap.align.reads.chunk.ramped`); None unless both are uncompressed
     FASTQ files. R1 is cut as :func:`fastq_ranges` cuts; R2 before the record of the same name,
     looked for near the byte the files' sizes predict. Every cut is made before the first range
     is handed out, reading only a few KiB around each: if some R2 cut cannot be found, the whole
@@ -298,7 +301,8 @@ def paired_ranges(first: str, second: str, chunk_bases: int, max_read_length: in
     with open_for_reading(first, kind="read file") as one, open_for_reading(second, kind="read file") as two:
         while True:
             at1, at2 = cuts[-1]
-            cut1 = record_start(one.fileno(), first, at1 + chunk_bases, size1, at1 + chunk_bases + longest_record(max_read_length))
+            size = ramped(chunk_bases, len(cuts) - 1, ramp)
+            cut1 = record_start(one.fileno(), first, at1 + size, size1, at1 + size + longest_record(max_read_length))
             if cut1 is None:
                 break
             name = _header_name(read_at(one.fileno(), first, cut1, 4096))
