@@ -120,7 +120,7 @@ def run_align(options: AlignOptions) -> dict:
         ]
         needed = sum(block_device_bytes(block) for block in index.blocks) + text_device_bytes(index)
         bound = chunk_bound(options.reads, (options.chunk_bases or DEFAULT_CHUNK_BASES) // (2 if options.mates else 1))
-        if bound is not None:
+        if bound is not None and not options.paired:
             bound += FIRST_CHUNKS_RAMP  # the first chunks are smaller (see below): up to this many more
         if not options.serial and options.processes and (capped := capped_processes(options.processes, bound)) < options.processes:
             log.info("-p %d: %d worker process(es), at most %d a CPU core and one a chunk of the input (%s)", options.processes,
