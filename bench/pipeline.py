@@ -3,7 +3,7 @@ chunks, receiving and writing SAM text) and the worker processes' host work coul
 
 The GPU run of ``bowmap align`` is host-bound; this tells which host side binds it. One table:
 
-* ``parent``: ``bowmap.align.pipeline.run_processes`` over what ``bowmap align`` hands out (byte
+* ``parent``: ``bowmap.align.runners.run_processes`` over what ``bowmap align`` hands out (byte
   ranges of an uncompressed FASTQ, which the workers read and parse) with workers that answer
   each chunk at once with SAM-sized text (--sam-bytes a read): the parent's ceiling in reads/s,
   with its CPU time (all its threads) a read. ``parent-parsing``: the same with the parent
@@ -47,7 +47,7 @@ class InstantWorker:
 
 
 def parent_ceiling(reads: str, processes: int, sam_bytes: int, chunk_bases: int, ranges: bool) -> tuple[int, float, float]:
-    from bowmap.align.pipeline import run_processes
+    from bowmap.align.runners import run_processes
     from bowmap.align.reads import input_chunks, read_chunks
 
     count = [0]
@@ -74,7 +74,7 @@ def _worker_rate(arguments) -> tuple[int, float]:
 
     from bowmap.align.options import AlignOptions
     from bowmap.align.reads import read_chunks
-    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.align.workers import ProcessWorker
 
     options = AlignOptions(index=index, reads=reads)

@@ -132,7 +132,7 @@ class GatedSquares:
     folder: str
 
     def __call__(self, rank: int):
-        from bowmap.align.pipeline import start_gate
+        from bowmap.align.runners import start_gate
 
         with start_gate():
             entered = time.monotonic()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bowmap.align.seeds import SeedOptions
+from bowmap.align.seed.seeds import SeedOptions
 
 
 @dataclass
@@ -28,7 +28,7 @@ class AlignOptions:
     reads: str
     mates: str | None = None  # R2 file of paired-end reads (reads is R1)
     interleaved: bool = False  # reads holds R1, R2, R1, R2, ...
-    insert_size: object = None  # bowmap.align.pairs.InsertModel given by --insert-size; None: estimated
+    insert_size: object = None  # bowmap.align.extend.pairs.InsertModel given by --insert-size; None: estimated
     unpaired_penalty: int = 17  # bwa's -U
     output: str | None = None  # None or "-": stdout; *.bam: BAM
     output_format: str | None = None  # "sam" or "bam"; None: from the output's name
@@ -38,11 +38,11 @@ class AlignOptions:
     end_to_end: bool = False
     seed: SeedOptions = field(default_factory=SeedOptions)
     records: RecordOptions = field(default_factory=RecordOptions)  # XA, secondary and supplementary records
-    scoring: object = None  # bowmap.align.smith_waterman.Scoring; None: its defaults
+    scoring: object = None  # bowmap.align.extend.smith_waterman.Scoring; None: its defaults
     min_score: int | None = None  # None: see minimum_scores
     write_unaligned: bool = True
     read_group: tuple[str, list[str]] | None = None
-    chunk_bases: int | None = None  # None: 4 Mi, more when blocks are streamed (see residency.plan_memory)
+    chunk_bases: int | None = None  # None: 4 Mi, more when blocks are streamed (see seed.residency.plan_memory)
     device_memory: int | None = None  # bytes bowmap may use of each device (--device-mem); None: all of it
     skip: int = 0  # records (pairs for paired input) left out at the start: --skip
     upto: int | None = None  # records mapped after those skipped; None: to the end (--upto)

@@ -2,10 +2,10 @@
 
 Per chunk (plain functions, so the serial runner and the threads share them):
   1. reads (:mod:`bowmap.align.reads`): a chunk, or a byte range parsed in the worker;
-  2. seeds and windows (:mod:`bowmap.align.seeds`, :mod:`bowmap.align.windows`): FM search,
+  2. seeds and windows (:mod:`bowmap.align.seed.seeds`, :mod:`bowmap.align.seed.filter`): FM search,
      locate, candidate windows;
-  3. extend (:mod:`bowmap.align.extend`): Smith-Waterman, best and second best, traceback, MAPQ;
-  4. sam (:mod:`bowmap.align.sam`): SAM text of the chunk, written in input order.
+  3. extend (:mod:`bowmap.align.extend.extender`): Smith-Waterman, best and second best, traceback, MAPQ;
+  4. sam (:mod:`bowmap.align.output.sam`): SAM text of the chunk, written in input order.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class _Background:
 
 def run_align(options: AlignOptions) -> dict:
     """Map every read of ``options.reads``; return the run's summary figures."""
-    from bowmap.align.pipeline import run_processes, run_serial, run_threaded
-    from bowmap.align.progress import Progress
+    from bowmap.align.runners import run_processes, run_serial, run_threaded
+    from bowmap.align.output.progress import Progress
     from bowmap.align.reads import (
         RangeInputError,
         check_reads,
@@ -76,15 +76,15 @@ def run_align(options: AlignOptions) -> dict:
         input_chunks,
         record_window,
     )
-    from bowmap.align.reference import ReferenceText, sam_header
-    from bowmap.align.residency import (
+    from bowmap.align.output.reference import ReferenceText, sam_header
+    from bowmap.align.seed.residency import (
         DEFAULT_CHUNK_BASES,
         block_device_bytes,
         plan_memory,
         processes_a_device,
         text_device_bytes,
     )
-    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.index.load import load_index, verify_index
     from bowmap.index_builder.memory import available_memory
     from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, parse_device_spec
@@ -260,8 +260,8 @@ def run_align(options: AlignOptions) -> dict:
         "devices": [info.name for info in device_infos],
         "first_chunk_seconds": written["first"],
     }
-    if os.environ.get("BOWMAP_PROFILE"):  # developers: see pipeline.write_usage
-        from bowmap.align.pipeline import write_usage
+    if os.environ.get("BOWMAP_PROFILE"):  # developers: see runners.write_usage
+        from bowmap.align.runners import write_usage
 
         write_usage(os.path.join(os.environ["BOWMAP_PROFILE"], "parent.usage.json"))
     if written["first"] is not None:
@@ -293,7 +293,7 @@ class _StartLog:
     """run_processes' ``ready`` callback: once every worker process has started, one line saying
     when the first and the last were ready (seconds from the run's start) and where the last one's
     start went: its interpreter, imports and arguments (``python``: from the spawn to its body),
-    mapping the index, waiting for its turn to open the device (pipeline.start_gate), the device
+    mapping the index, waiting for its turn to open the device (runners.start_gate), the device
     context, the programs' builds and the index's upload."""
 
     PIECES = ("index", "waiting", "context", "programs", "upload")
@@ -342,7 +342,7 @@ class _ModelHolder:
             self.estimate(*(np.concatenate(parts) for parts in zip(*self._observed)))
 
     def estimate(self, orientation, distance) -> None:
-        from bowmap.align.pairs import estimate_model
+        from bowmap.align.extend.pairs import estimate_model
 
         self.model = estimate_model(orientation, distance, self.sample_pairs)
         log.info("%s", self.model.describe())
@@ -372,7 +372,7 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
     SMALLEST_SAMPLE_CHUNK_BASES), so that the run's workers share it."""
     import dataclasses
 
-    from bowmap.align.pairs import SAMPLE_PAIRS
+    from bowmap.align.extend.pairs import SAMPLE_PAIRS
     from bowmap.align.reads import record_window
     from bowmap.align.reads.chunk import Batch, Chunker, concatenate_batches, slice_batch
     from bowmap.align.reads.pairs import paired_ranges, read_pairs

@@ -7,16 +7,16 @@ from __future__ import annotations
 import os
 
 from bowmap.align.options import AlignOptions
-from bowmap.align.records import chunk_alignments, extend_chunk
+from bowmap.align.extend.records import chunk_alignments, extend_chunk
 
 
 class DeviceWorker:
     """One device command queue's kernels and buffers: used by one thread at a time."""
 
     def __init__(self, index, reference_text, device, device_blocks, device_text, options: AlignOptions, scoring, residency=None):
-        from bowmap.align.fm_search import FMSearch
-        from bowmap.align.smith_waterman import SmithWaterman
-        from bowmap.align.windows import SeedFilter
+        from bowmap.align.seed.fm_search import FMSearch
+        from bowmap.align.extend.smith_waterman import SmithWaterman
+        from bowmap.align.seed.filter import SeedFilter
 
         self.index = index
         self.reference_text = reference_text
@@ -27,7 +27,7 @@ class DeviceWorker:
         def searcher(queue):  # streamed blocks (residency, device_blocks its StreamedBlocks) are read in its sessions
             if residency is None:
                 return FMSearch(device, queue)
-            from bowmap.align.residency import StreamingSearch
+            from bowmap.align.seed.residency import StreamingSearch
 
             return StreamingSearch(device, queue, residency)
 
@@ -51,9 +51,9 @@ class DeviceWorker:
         reads, (the paired model's sample chunk only, whose text is empty) the orientations
         and insert sizes of its confident pairs, and its mapped reads with another alignment
         found (bowtie2's "aligned >1 times")."""
-        from bowmap.align.extend import Extender
-        from bowmap.align.pairs import choose_pairs, sample_observations
-        from bowmap.align.sam import format_chunk
+        from bowmap.align.extend.extender import Extender
+        from bowmap.align.extend.pairs import choose_pairs, sample_observations
+        from bowmap.align.output.sam import format_chunk
 
         chunk, windows = item
         if not chunk.paired:
@@ -72,7 +72,7 @@ class DeviceWorker:
             proper = int(alignments.proper[alignments.primary_rows()].sum())
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
-        from bowmap.align.mapq import NO_SCORE
+        from bowmap.align.extend.mapq import NO_SCORE
 
         primary = alignments.primary_rows() & alignments.mapped  # one row a mapped read
         several = int((primary & (alignments.second_score != NO_SCORE)).sum())
@@ -104,8 +104,8 @@ class ProcessWorker:
     def __call__(self, rank: int):
         import time
 
-        from bowmap.align.pipeline import start_gate
-        from bowmap.align.reference import ReferenceText
+        from bowmap.align.runners import start_gate
+        from bowmap.align.output.reference import ReferenceText
         from bowmap.index.load import load_index
         from bowmap.runtime.devices import context_for_info
 
@@ -126,7 +126,7 @@ class ProcessWorker:
         opened = time.monotonic()
         slots = None if self.slots is None else self.slots[rank % len(self.devices)]
         workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring, slots)
-        # Where the start went (seconds; see pipeline._worker_process, which sends them to the run).
+        # Where the start went (seconds; see runners._worker_process, which sends them to the run).
         self.start_timings = {
             "index": loaded - started, "waiting": admitted - loaded, "context": opened - admitted,
             "programs": device.build_seconds, "upload": time.monotonic() - opened - device.build_seconds,
@@ -137,13 +137,13 @@ class ProcessWorker:
 def device_workers(index, reference_text, device, queues: int, options: AlignOptions, scoring, slots: int | None = None) -> list[DeviceWorker]:
     """``queues`` workers on one device, sharing its copy of the index blocks and packed text:
     every block uploaded once, or with ``slots`` less than the blocks, the blocks streamed
-    through that many slots (:class:`bowmap.align.residency.BlockResidency`)."""
-    from bowmap.align.fm_search import DeviceBlock
-    from bowmap.align.smith_waterman import PackedText
+    through that many slots (:class:`bowmap.align.seed.residency.BlockResidency`)."""
+    from bowmap.align.seed.fm_search import DeviceBlock
+    from bowmap.align.extend.smith_waterman import PackedText
 
     residency = None
     if slots is not None and slots < len(index.blocks):
-        from bowmap.align.residency import BlockResidency
+        from bowmap.align.seed.residency import BlockResidency
 
         residency = BlockResidency(device, index.blocks, slots)
         blocks = residency.blocks
@@ -157,8 +157,8 @@ def owner_device_workers(index, reference_text, device, queues: int, options: Al
     """``queues`` workers in a host worker process on a device whose owner (``device``, a
     bowmap.runtime.remote.RemoteDevice) holds the index blocks and packed text once for every
     host worker (:func:`owner_shared_buffers`)."""
-    from bowmap.align.fm_search import DeviceBlock
-    from bowmap.align.smith_waterman import PackedText
+    from bowmap.align.seed.fm_search import DeviceBlock
+    from bowmap.align.extend.smith_waterman import PackedText
 
     blocks = [DeviceBlock.of_owner(device, number, block) for number, block in enumerate(index.blocks)]
     text = PackedText.of_owner(device, index)
@@ -168,8 +168,8 @@ def owner_device_workers(index, reference_text, device, queues: int, options: Al
 def owner_shared_buffers(index, device) -> dict:
     """A device owner's set-up: the index blocks and packed text uploaded once, by name (what
     :func:`owner_device_workers` names)."""
-    from bowmap.align.fm_search import DeviceBlock
-    from bowmap.align.smith_waterman import PackedText
+    from bowmap.align.seed.fm_search import DeviceBlock
+    from bowmap.align.extend.smith_waterman import PackedText
 
     shared = PackedText.from_index(device, index).shared_buffers()
     for number, block in enumerate(index.blocks):

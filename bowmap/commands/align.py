@@ -94,8 +94,8 @@ def add_parser(subparsers):
 def run(args) -> int:
     from bowmap.align.options import AlignOptions, RecordOptions
     from bowmap.align.run import run_align
-    from bowmap.align.seeds import SeedOptions
-    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.seed.seeds import SeedOptions
+    from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.runtime.devices import parse_memory
     from bowmap.runtime.output import refuse_inputs, sam_output_format
 
@@ -124,7 +124,7 @@ def run(args) -> int:
         raise UsageError("--insert-size is for paired-end reads (READS2 or --interleaved)")
     insert_size = None
     if args.insert_size is not None:
-        from bowmap.align.pairs import parse_insert_size
+        from bowmap.align.extend.pairs import parse_insert_size
 
         insert_size = parse_insert_size(args.insert_size)
     options = AlignOptions(

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import Extender, Scored, mix, read_hashes, rival_scores
-from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality, repeat_scaled, suboptimal_penalty
-from bowmap.align.windows import Windows
+from bowmap.align.extend.extender import Extender, Scored, mix, read_hashes, rival_scores
+from bowmap.align.extend.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality, repeat_scaled, suboptimal_penalty
+from bowmap.align.seed.filter import Windows
 from bowmap.runtime.arrays import run_ranks, segment_ranges, unique
 from bowmap.runtime.errors import UsageError
 

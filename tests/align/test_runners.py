@@ -11,7 +11,7 @@ from process_workers import (
     Chunk,  # spawned workers unpickle chunks: a module they can import
 )
 
-from bowmap.align.pipeline import run_processes, run_serial, run_threaded
+from bowmap.align.runners import run_processes, run_serial, run_threaded
 from bowmap.runtime.errors import BowmapError
 
 
@@ -93,7 +93,7 @@ def test_one_slow_chunk_does_not_let_later_results_pile_up():
 
 
 def test_at_most_start_at_once_workers_hold_the_start_gate(tmp_path):
-    from bowmap.align.pipeline import START_AT_ONCE
+    from bowmap.align.runners import START_AT_ONCE
 
     processes = START_AT_ONCE + 2
     out = []

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import Extender, Places, Scored, Traced, new_windows, rival_scores
-from bowmap.align.mapq import NO_SCORE, mapping_quality
+from bowmap.align.extend.extender import Extender, Places, Scored, Traced, new_windows, rival_scores
+from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
 from bowmap.align.options import RecordOptions
-from bowmap.align.windows import Windows
+from bowmap.align.seed.filter import Windows
 from bowmap.runtime.arrays import run_ranks, segment_ranges
 
 XA_RATIO = 0.8  # bwa's XA_drop_ratio: alternatives scoring at least this share of the primary
@@ -314,7 +314,7 @@ def with_other_records(primary, others: Others, options: RecordOptions):
     """``primary`` (ChunkAlignments, one row a read) with the supplementary and secondary
     records of ``others`` as rows of their own after each read's primary (supplementary first,
     then secondaries by rank), SA partners linked, and the alternatives for XA."""
-    from bowmap.align.sam import ChunkAlignments
+    from bowmap.align.output.sam import ChunkAlignments
 
     count = len(primary.mapped)
     written = others.role != ALTERNATIVE
@@ -360,7 +360,7 @@ def with_other_records(primary, others: Others, options: RecordOptions):
 
 def alternatives_of(others: Others):
     """The XA entries of ``others`` as ChunkAlignments rows (read_index: their reads)."""
-    from bowmap.align.sam import ChunkAlignments
+    from bowmap.align.output.sam import ChunkAlignments
 
     listed = others.role == ALTERNATIVE
     traced = others.traced.subset(listed)
