@@ -39,9 +39,11 @@ class InstantWorker:
     def __call__(self, rank: int):
         from bowmap.align.reads import as_chunk
 
+        from bowmap.align.workers import ChunkResult, Counts
+
         def answer(chunk):
             chunk = as_chunk(chunk)  # a byte range is read and parsed by the worker, as in align
-            return (b"x" * (self.sam_bytes * chunk.count), chunk.count, chunk.count)
+            return ChunkResult(b"x" * (self.sam_bytes * chunk.count), Counts(reads=chunk.count, mapped=chunk.count))
 
         return answer
 
@@ -54,8 +56,8 @@ def parent_ceiling(reads: str, processes: int, sam_bytes: int, chunk_bases: int,
     with open(os.devnull, "wb") as sink:
 
         def write(result):
-            sink.write(result[0])
-            count[0] += result[1]
+            sink.write(result.text)
+            count[0] += result.counts.reads
 
         before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()

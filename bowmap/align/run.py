@@ -21,6 +21,8 @@ import time
 from bowmap.align.options import AlignOptions
 from bowmap.align.workers import (
     MOST_WORKERS_PER_CORE,
+    ChunkResult,
+    Counts,
     ProcessWorker,
     capped_processes,
     default_processes,
@@ -181,25 +183,22 @@ def run_align(options: AlignOptions) -> dict:
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
-        totals = {"reads": 0, "mapped": 0, "proper": 0, "several": 0}
+        totals = Counts()
         written = {"first": None, "last": None}  # seconds from the start to the first and the last chunk's SAM
         exit_seconds = None  # the wait for the worker processes to exit
         mapping_started = time.perf_counter()
 
-        def write(result):
-            text, reads, mapped, proper, observations, several = result
-            if observations is not None:  # a chunk of the paired model's sample: nothing to write
-                model.observe(*observations)
+        def write(result: ChunkResult):
+            nonlocal totals
+            if result.observations is not None:  # a chunk of the paired model's sample: nothing to write
+                model.observe(*result.observations)
                 return
-            writer.write(text)
+            writer.write(result.text)
             written["last"] = time.perf_counter() - started
             if written["first"] is None:
                 written["first"] = written["last"]
-            totals["reads"] += reads
-            totals["mapped"] += mapped
-            totals["proper"] += proper
-            totals["several"] += several
-            bar.written(reads)
+            totals += result.counts
+            bar.written(result.counts.reads)
 
         def verified_chunks():
             verification.result()
@@ -245,7 +244,7 @@ def run_align(options: AlignOptions) -> dict:
         bar.close()
         writer.close(success)
     elapsed = time.perf_counter() - started
-    reads = totals["reads"]
+    reads = totals.reads
     residencies = {id(worker.residency): worker.residency for worker in workers if worker.residency is not None}
     if residencies:  # one process: the block uploads of its devices
         uploads = sum(residency.uploads for residency in residencies.values())
@@ -254,7 +253,7 @@ def run_align(options: AlignOptions) -> dict:
                  sum(residency.upload_seconds for residency in residencies.values()))
     summary = {
         "reads": reads,
-        "mapped": totals["mapped"],
+        "mapped": totals.mapped,
         "seconds": elapsed,
         "mapping_seconds": time.perf_counter() - mapping_started,
         "devices": [info.name for info in device_infos],
@@ -269,22 +268,22 @@ def run_align(options: AlignOptions) -> dict:
                  "" if exit_seconds is None else f"; the worker processes exited {exit_seconds:.2f} s after their last result")
     log.info(
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
-        reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
+        reads, 100 * totals.mapped / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
     )
     # bowtie2's summary: reads aligned 0 times, exactly once, more than once (mapped reads for
     # which another alignment was found: their XS is its score).
-    once = totals["mapped"] - totals["several"]
-    summary.update(aligned_once=once, aligned_several=totals["several"])
+    once = totals.mapped - totals.several
+    summary.update(aligned_once=once, aligned_several=totals.several)
     log.info(
         "aligned 0 times: %d (%.2f%%); exactly 1 time: %d (%.2f%%); >1 times: %d (%.2f%%)",
-        reads - totals["mapped"], 100 * (reads - totals["mapped"]) / max(reads, 1), once, 100 * once / max(reads, 1),
-        totals["several"], 100 * totals["several"] / max(reads, 1),
+        reads - totals.mapped, 100 * (reads - totals.mapped) / max(reads, 1), once, 100 * once / max(reads, 1),
+        totals.several, 100 * totals.several / max(reads, 1),
     )
     if options.paired:
-        summary.update(pairs=reads // 2, proper=totals["proper"], insert_model=model.model)
+        summary.update(pairs=reads // 2, proper=totals.proper, insert_model=model.model)
         log.info(
             "%d pairs, %.2f%% of reads properly paired; %s",
-            reads // 2, 100 * totals["proper"] / max(reads, 1), model.model.describe() if model.model else "no pairs",
+            reads // 2, 100 * totals.proper / max(reads, 1), model.model.describe() if model.model else "no pairs",
         )
     return summary
 

@@ -1,13 +1,44 @@
 """The workers of the align pipeline: one device command queue's stages (:class:`DeviceWorker`),
-the start of a worker process (:class:`ProcessWorker`), and how many workers a run gets.
+what they hand the writer (:class:`ChunkResult`), the start of a worker process
+(:class:`ProcessWorker`), and how many workers a run gets.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from bowmap.align.options import AlignOptions
 from bowmap.align.extend.records import chunk_alignments, extend_chunk
+
+
+@dataclass
+class Counts:
+    """Reads counted for the run's summary; they add up with ``+=`` (the run's totals)."""
+
+    reads: int = 0
+    mapped: int = 0  # reads with a primary alignment
+    proper: int = 0  # reads properly paired (FLAG 0x2)
+    several: int = 0  # mapped reads with another alignment found (bowtie2's "aligned >1 times")
+
+    def __iadd__(self, other: Counts) -> Counts:
+        self.reads += other.reads
+        self.mapped += other.mapped
+        self.proper += other.proper
+        self.several += other.several
+        return self
+
+
+@dataclass
+class ChunkResult:
+    """What a chunk's last stage hands the writer: its SAM text and counts, or, for a chunk of
+    the paired model's sample (written nowhere: ``text`` empty), the orientations and insert
+    sizes of its confident pairs. Across processes ``text`` travels as raw bytes (see
+    :func:`bowmap.align.runners._worker_process`)."""
+
+    text: bytes = b""
+    counts: Counts = field(default_factory=Counts)
+    observations: tuple | None = None
 
 
 class DeviceWorker:
@@ -46,11 +77,8 @@ class DeviceWorker:
         chunk = as_chunk(chunk)  # a byte range of the input is read and parsed here
         return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets, chunk.both_codes)
 
-    def extend(self, item) -> tuple[bytes, int, int, int, tuple | None, int]:
-        """The chunk's SAM text, its read count, its mapped-read count, its properly paired
-        reads, (the paired model's sample chunk only, whose text is empty) the orientations
-        and insert sizes of its confident pairs, and its mapped reads with another alignment
-        found (bowtie2's "aligned >1 times")."""
+    def extend(self, item) -> ChunkResult:
+        """The chunk's SAM text and counts (the paired model's sample chunk: its observations)."""
         from bowmap.align.extend.extender import Extender
         from bowmap.align.extend.pairs import choose_pairs, sample_observations
         from bowmap.align.output.sam import format_chunk
@@ -65,7 +93,7 @@ class DeviceWorker:
             extender = Extender(self.device_text, self.index, self.smith_waterman, chunk, self.scoring, self.options)
             scored = extender.scored(windows, self.rescue_filter)
             if chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
-                return b"", 0, 0, 0, sample_observations(scored, extender), 0
+                return ChunkResult(observations=sample_observations(scored, extender))
             scored, choice = choose_pairs(scored, extender, chunk.insert_model, self.options.unpaired_penalty)
             alignments = chunk_alignments(extender, scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq,
                                           choice.proper, rescuer=self.rescue_filter)
@@ -76,7 +104,7 @@ class DeviceWorker:
 
         primary = alignments.primary_rows() & alignments.mapped  # one row a mapped read
         several = int((primary & (alignments.second_score != NO_SCORE)).sum())
-        return text, chunk.count, int(primary.sum()), proper, None, several
+        return ChunkResult(text, Counts(chunk.count, int(primary.sum()), proper, several))
 
 
 class ProcessWorker:

@@ -131,12 +131,12 @@ def test_a_failing_process_stops_the_run(starter, error, text):
     assert [number for number, _, _ in out] == list(range(len(out))) and len(out) <= 12
 
 
-def test_results_led_by_text_arrive_whole_and_in_order():
+def test_results_with_text_arrive_whole_and_in_order():
     chunks = [Chunk(number, number * 3 % 17) for number in range(30)]
     out = []
     run_processes(chunks, process_workers.TextSquares(), out.append, 3, queue_size=1)
-    assert [result[:2] for result in out] == [process_workers.text_square(chunk)[:2] for chunk in chunks]
-    assert all(isinstance(result[0], bytes) for result in out)
+    assert [(result.text, result.number) for result in out] == [(expected.text, expected.number) for expected in map(process_workers.text_square, chunks)]
+    assert all(type(result) is process_workers.TextResult and isinstance(result.text, bytes) for result in out)
 
 
 def test_a_bad_record_stops_the_processes():
