@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 
 from bowmap.align.options import AlignOptions
-from bowmap.align.extend.records import chunk_alignments, extend_chunk
+from bowmap.align.extend.stage import extend_chunk, pair_observations
 
 
 @dataclass
@@ -79,25 +79,14 @@ class DeviceWorker:
 
     def extend(self, item) -> ChunkResult:
         """The chunk's SAM text and counts (the paired model's sample chunk: its observations)."""
-        from bowmap.align.extend.extender import Extender
-        from bowmap.align.extend.pairs import choose_pairs, sample_observations
         from bowmap.align.output.sam import format_chunk
 
         chunk, windows = item
-        if not chunk.paired:
-            alignments = extend_chunk(
-                self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter
-            )
-            proper = 0
-        else:
-            extender = Extender(self.device_text, self.index, self.smith_waterman, chunk, self.scoring, self.options)
-            scored = extender.scored(windows, self.rescue_filter)
-            if chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
-                return ChunkResult(observations=sample_observations(scored, extender))
-            scored, choice = choose_pairs(scored, extender, chunk.insert_model, self.options.unpaired_penalty)
-            alignments = chunk_alignments(extender, scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq,
-                                          choice.proper, rescuer=self.rescue_filter)
-            proper = int(alignments.proper[alignments.primary_rows()].sum())
+        stage = (self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter)
+        if chunk.paired and chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
+            return ChunkResult(observations=pair_observations(*stage))
+        alignments = extend_chunk(*stage)
+        proper = int(alignments.proper[alignments.primary_rows()].sum()) if chunk.paired else 0
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
         from bowmap.align.extend.mapq import NO_SCORE

@@ -443,7 +443,7 @@ def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device
     (its best alignment, none, counts as poor); without it the read stays unmapped."""
     from conftest import build_test_index, codes_to_text
 
-    from bowmap.align.extend.records import extend_chunk
+    from bowmap.align.extend.stage import extend_chunk
     from bowmap.align.options import AlignOptions
     from bowmap.align.reads import ReadChunk
     from bowmap.align.output.reference import ReferenceText

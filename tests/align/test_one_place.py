@@ -75,7 +75,7 @@ def elsewhere_score(scoring) -> int:
 
 
 def single(tmp_path, device, genome, read, rows):
-    from bowmap.align.extend.records import extend_chunk
+    from bowmap.align.extend.stage import extend_chunk
 
     index, worker, options, scoring = worker_for(tmp_path, device, genome)
     alignments = extend_chunk(worker.device_text, index, worker.smith_waterman, chunk_of([read]), windows_of(rows), scoring, options)

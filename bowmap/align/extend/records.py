@@ -61,19 +61,6 @@ class Others:
 ALTERNATIVE, SECONDARY, SUPPLEMENTARY = 0, 1, 2
 
 
-def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None):
-    """A single-end chunk's records: Smith-Waterman over every candidate window, the traceback
-    of each read's best, and its other records (:func:`chunk_alignments`).
-
-    With a ``rescuer`` (a SeedFilter on ``smith_waterman``'s queue: it reads the chunk's reads
-    sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
-    perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`),
-    scored and ranked with the others."""
-    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
-    scored = extender.scored(windows, rescuer)
-    return chunk_alignments(extender, scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal, rescuer=rescuer)
-
-
 def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, second, suboptimal, mapq=None, proper=None, rescuer=None):
     """:meth:`Extender.alignments` of the windows ``chosen`` with the records the options ask
     for beyond them: XA, supplementary and secondary rows (for pairs, each mate's own, carrying
