@@ -1,4 +1,8 @@
-"""The options of `bowmap align`, one dataclass built by the CLI; nothing below the CLI reads argv.
+"""The options of `bowmap align`, dataclasses built by the CLI; nothing below the CLI reads argv.
+
+Each option's default is written once, in its dataclass's field (the CLI's defaults and help
+read them there: bowmap.commands.align.OptionDefault), and the checks across options live in
+:meth:`AlignOptions.check`, as minimap2's ``mm_check_opt`` and strobealign's ``verify()``.
 """
 
 from __future__ import annotations
@@ -6,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bowmap.align.seed.seeds import SeedOptions
+from bowmap.runtime.errors import UsageError
 
 
 @dataclass
@@ -49,6 +54,13 @@ class AlignOptions:
     serial: bool = False  # debugging: no threads, one device queue
     progress: bool = False
     command_line: str = ""
+
+    def check(self) -> None:
+        """Options that do not go together: a one-line UsageError naming them."""
+        if self.interleaved and self.mates is not None:
+            raise UsageError("--interleaved takes one READS file holding both mates, not two files")
+        if self.insert_size is not None and not self.paired:
+            raise UsageError("--insert-size is for paired-end reads (READS2 or --interleaved)")
 
     @property
     def paired(self) -> bool:
