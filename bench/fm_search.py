@@ -1,4 +1,4 @@
-"""FM-index seed search and locate kernels (``bowmap.align.fm_search``) beside their random-access ceiling.
+"""FM-index seed search and locate kernels (``bowmap.align.seed.fm_search``) beside their random-access ceiling.
 
 One run makes (or reuses) a synthetic genome and its one-block bowmap index under bench/work/,
 cuts read seeds from it, checks the kernels against the NumPy reference on a sample, times them
@@ -297,7 +297,7 @@ def benchmark(device, block, sa_sample, codes, offsets, lengths, args) -> tuple[
     """Check, then time search and locate on one device: (the table's rows, facts for the header)."""
     import pyopencl as cl
 
-    from bowmap.align.fm_search import DeviceBlock, FMSearch
+    from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
     from bowmap.align.references import fm_search as reference
 
     queue = cl.CommandQueue(device.context, device.device, properties=cl.command_queue_properties.PROFILING_ENABLE)

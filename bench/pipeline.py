@@ -3,7 +3,7 @@ chunks, receiving and writing SAM text) and the worker processes' host work coul
 
 The GPU run of ``bowmap align`` is host-bound; this tells which host side binds it. One table:
 
-* ``parent``: ``bowmap.align.pipeline.run_processes`` over what ``bowmap align`` hands out (byte
+* ``parent``: ``bowmap.align.runners.run_processes`` over what ``bowmap align`` hands out (byte
   ranges of an uncompressed FASTQ, which the workers read and parse) with workers that answer
   each chunk at once with SAM-sized text (--sam-bytes a read): the parent's ceiling in reads/s,
   with its CPU time (all its threads) a read. ``parent-parsing``: the same with the parent
@@ -39,23 +39,25 @@ class InstantWorker:
     def __call__(self, rank: int):
         from bowmap.align.reads import as_chunk
 
+        from bowmap.align.workers import ChunkResult, Counts
+
         def answer(chunk):
             chunk = as_chunk(chunk)  # a byte range is read and parsed by the worker, as in align
-            return (b"x" * (self.sam_bytes * chunk.count), chunk.count, chunk.count)
+            return ChunkResult(b"x" * (self.sam_bytes * chunk.count), Counts(reads=chunk.count, mapped=chunk.count))
 
         return answer
 
 
 def parent_ceiling(reads: str, processes: int, sam_bytes: int, chunk_bases: int, ranges: bool) -> tuple[int, float, float]:
-    from bowmap.align.pipeline import run_processes
+    from bowmap.align.runners import run_processes
     from bowmap.align.reads import input_chunks, read_chunks
 
     count = [0]
     with open(os.devnull, "wb") as sink:
 
         def write(result):
-            sink.write(result[0])
-            count[0] += result[1]
+            sink.write(result.text)
+            count[0] += result.counts.reads
 
         before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
@@ -74,7 +76,7 @@ def _worker_rate(arguments) -> tuple[int, float]:
 
     from bowmap.align.options import AlignOptions
     from bowmap.align.reads import read_chunks
-    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.align.workers import ProcessWorker
 
     options = AlignOptions(index=index, reads=reads)

@@ -92,9 +92,9 @@ def main() -> None:
     parser.add_argument("--devices", default=None, help="bowmap --devices spec (default: the GPUs, else the CPU)")
     args = parser.parse_args()
 
-    from bowmap.align.fm_search import DeviceBlock, FMSearch
-    from bowmap.align.seeds import SeedOptions
-    from bowmap.align.windows import SeedFilter, Windows
+    from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
+    from bowmap.align.seed.seeds import SeedOptions
+    from bowmap.align.seed.filter import SeedFilter, Windows
     from bowmap.runtime.devices import open_devices
 
     device = open_devices(args.devices)[0]

@@ -1,4 +1,4 @@
-"""Smith-Waterman kernels (``bowmap.align.smith_waterman``) in GCUPS beside the device's integer ceiling.
+"""Smith-Waterman kernels (``bowmap.align.extend.smith_waterman``) in GCUPS beside the device's integer ceiling.
 
 For each read length (100, 150, 250) the script makes --pairs (read, window) pairs: a random
 window of read length + 2 x 64 bases and a read copied from its middle with 2% substitutions
@@ -131,7 +131,7 @@ def main() -> int:
     import pyopencl as cl
 
     from bowmap.align.references import smith_waterman as reference
-    from bowmap.align.smith_waterman import Scoring, SmithWaterman
+    from bowmap.align.extend.smith_waterman import Scoring, SmithWaterman
     from bowmap.runtime.devices import format_memory, open_devices
     from bowmap.runtime.errors import BowmapError
 

@@ -66,7 +66,7 @@ def lap(name):
 import bowmap.cli
 bowmap.cli._build_parser()
 import numpy, pyopencl
-import bowmap.align.run, bowmap.align.workers, bowmap.align.pipeline, bowmap.align.records, bowmap.align.sam
+import bowmap.align.run, bowmap.align.workers, bowmap.align.runners, bowmap.align.extend.records, bowmap.align.output.sam
 lap("imports")
 from bowmap.runtime.devices import list_devices, parse_device_spec, context_for
 infos = parse_device_spec(sys.argv[2] or None, list_devices())
@@ -79,8 +79,8 @@ lap("index checksums")
 device = context_for(infos[0].index)
 lap("context")
 from bowmap.align.options import AlignOptions
-from bowmap.align.reference import ReferenceText
-from bowmap.align.smith_waterman import Scoring
+from bowmap.align.output.reference import ReferenceText
+from bowmap.align.extend.smith_waterman import Scoring
 from bowmap.align.workers import device_workers
 device_workers(index, ReferenceText.from_index(index), device, 1, AlignOptions(index=sys.argv[1], reads="-"), Scoring())
 lap("programs + upload")

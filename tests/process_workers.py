@@ -103,9 +103,18 @@ class ExitsQuietly:
         os._exit(0)
 
 
+@dataclass
+class TextResult:
+    """A result with its text, as the aligner's (bowmap.align.workers.ChunkResult): the text is
+    sent as raw bytes, the rest pickled."""
+
+    text: bytes
+    number: int
+    pid: int
+
+
 def text_square(chunk):
-    """A result led by its text, as the aligner's (SAM text, reads, mapped): sent as raw bytes."""
-    return f"{chunk.number}:{chunk.value**2}\n".encode() * (1 + chunk.number % 5) * 4000, chunk.number, os.getpid()
+    return TextResult(f"{chunk.number}:{chunk.value**2}\n".encode() * (1 + chunk.number % 5) * 4000, chunk.number, os.getpid())
 
 
 class TextSquares:
@@ -116,7 +125,7 @@ class TextSquares:
 def die_mid_text(chunk):
     if chunk.number == 3:
         _killed_soon()
-        return b"x" * (64 << 20), chunk.number, os.getpid()  # killed while its raw text is half sent
+        return TextResult(b"x" * (64 << 20), chunk.number, os.getpid())  # killed while its raw text is half sent
     return text_square(chunk)
 
 
@@ -132,7 +141,7 @@ class GatedSquares:
     folder: str
 
     def __call__(self, rank: int):
-        from bowmap.align.pipeline import start_gate
+        from bowmap.align.runners import start_gate
 
         with start_gate():
             entered = time.monotonic()

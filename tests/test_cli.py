@@ -192,3 +192,48 @@ def test_primers_with_k_beyond_the_sequences(tmp_path, capsys):
         assert code == 0, err
         outputs.append(out)
     assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) == 1  # the header: no start has a solution
+
+
+def test_align_option_defaults_are_the_options_dataclasses():
+    """Each default of `bowmap align` is written once, in its options dataclass: the parser's
+    defaults are read from the fields, and help shows them (STYLE.md, 13)."""
+    import dataclasses
+
+    from bowmap.align.extend.smith_waterman import Scoring
+    from bowmap.align.options import AlignOptions, RecordOptions
+    from bowmap.align.seed.seeds import SeedOptions
+    from bowmap.cli import _build_parser
+    from bowmap.commands.align import OptionDefault
+
+    parser, _ = _build_parser()
+    align = parser._subparsers._group_actions[0].choices["align"]  # noqa: SLF001 - the subcommand's parser
+    defaults = {action.dest: action.default for action in align._actions if isinstance(action.default, OptionDefault)}  # noqa: SLF001
+    holders = {"AlignOptions": AlignOptions, "RecordOptions": RecordOptions, "SeedOptions": SeedOptions, "Scoring": Scoring}
+    assert set(defaults) >= {"match", "mismatch", "gap_open", "gap_extend", "clip_penalty", "seed_length", "positions_per_read",
+                             "windows_per_read", "unpaired_penalty", "max_alternatives", "secondary", "skip"}
+    for dest, default in defaults.items():
+        field = next(field for field in dataclasses.fields(holders[default.dataclass]) if field.name == default.name)
+        assert default.value == field.default and default.name == dest, dest
+    text = align.format_help()
+    for dest, default in defaults.items():
+        assert f"(default {default.value}" in " ".join(text.split()), dest
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [(["y.fq", "--interleaved"], "--interleaved takes one READS file"), (["--insert-size", "300,30"], "--insert-size is for paired-end")],
+)
+def test_align_options_that_do_not_go_together(lambda_index, tmp_path, capsys, extra, needle):
+    """Checks across options live in AlignOptions.check; the command reports them as usage errors."""
+    from bowmap.align.options import AlignOptions
+    from bowmap.runtime.errors import UsageError
+
+    given = AlignOptions(index="p", reads="x.fq", mates="y.fq" if "y.fq" in extra else None, interleaved="--interleaved" in extra,
+                         insert_size=object() if "--insert-size" in extra else None)
+    with pytest.raises(UsageError, match=needle):
+        given.check()
+    reads = tmp_path / "x.fq"
+    reads.write_text("@r\nACGT\n+\nIIII\n")
+    code, _, err = run(capsys, "align", lambda_index, reads, *[str(tmp_path / part) if part == "y.fq" else part for part in extra])
+    assert code == 2
+    assert_one_line_error(err, needle)

@@ -2,10 +2,10 @@
 
 Per chunk (plain functions, so the serial runner and the threads share them):
   1. reads (:mod:`bowmap.align.reads`): a chunk, or a byte range parsed in the worker;
-  2. seeds and windows (:mod:`bowmap.align.seeds`, :mod:`bowmap.align.windows`): FM search,
+  2. seeds and windows (:mod:`bowmap.align.seed.seeds`, :mod:`bowmap.align.seed.filter`): FM search,
      locate, candidate windows;
-  3. extend (:mod:`bowmap.align.extend`): Smith-Waterman, best and second best, traceback, MAPQ;
-  4. sam (:mod:`bowmap.align.sam`): SAM text of the chunk, written in input order.
+  3. extend (:mod:`bowmap.align.extend.extender`): Smith-Waterman, best and second best, traceback, MAPQ;
+  4. sam (:mod:`bowmap.align.output.sam`): SAM text of the chunk, written in input order.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import time
 from bowmap.align.options import AlignOptions
 from bowmap.align.workers import (
     MOST_WORKERS_PER_CORE,
+    ChunkResult,
+    Counts,
     ProcessWorker,
     capped_processes,
     default_processes,
@@ -66,8 +68,8 @@ class _Background:
 
 def run_align(options: AlignOptions) -> dict:
     """Map every read of ``options.reads``; return the run's summary figures."""
-    from bowmap.align.pipeline import run_processes, run_serial, run_threaded
-    from bowmap.align.progress import Progress
+    from bowmap.align.runners import run_processes, run_serial, run_threaded
+    from bowmap.align.output.progress import Progress
     from bowmap.align.reads import (
         RangeInputError,
         check_reads,
@@ -76,15 +78,15 @@ def run_align(options: AlignOptions) -> dict:
         input_chunks,
         record_window,
     )
-    from bowmap.align.reference import ReferenceText, sam_header
-    from bowmap.align.residency import (
+    from bowmap.align.output.reference import ReferenceText, sam_header
+    from bowmap.align.seed.residency import (
         DEFAULT_CHUNK_BASES,
         block_device_bytes,
         plan_memory,
         processes_a_device,
         text_device_bytes,
     )
-    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.index.load import load_index, verify_index
     from bowmap.index_builder.memory import available_memory
     from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, parse_device_spec
@@ -181,25 +183,22 @@ def run_align(options: AlignOptions) -> dict:
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
-        totals = {"reads": 0, "mapped": 0, "proper": 0, "several": 0}
+        totals = Counts()
         written = {"first": None, "last": None}  # seconds from the start to the first and the last chunk's SAM
         exit_seconds = None  # the wait for the worker processes to exit
         mapping_started = time.perf_counter()
 
-        def write(result):
-            text, reads, mapped, proper, observations, several = result
-            if observations is not None:  # a chunk of the paired model's sample: nothing to write
-                model.observe(*observations)
+        def write(result: ChunkResult):
+            nonlocal totals
+            if result.observations is not None:  # a chunk of the paired model's sample: nothing to write
+                model.observe(*result.observations)
                 return
-            writer.write(text)
+            writer.write(result.text)
             written["last"] = time.perf_counter() - started
             if written["first"] is None:
                 written["first"] = written["last"]
-            totals["reads"] += reads
-            totals["mapped"] += mapped
-            totals["proper"] += proper
-            totals["several"] += several
-            bar.written(reads)
+            totals += result.counts
+            bar.written(result.counts.reads)
 
         def verified_chunks():
             verification.result()
@@ -245,7 +244,7 @@ def run_align(options: AlignOptions) -> dict:
         bar.close()
         writer.close(success)
     elapsed = time.perf_counter() - started
-    reads = totals["reads"]
+    reads = totals.reads
     residencies = {id(worker.residency): worker.residency for worker in workers if worker.residency is not None}
     if residencies:  # one process: the block uploads of its devices
         uploads = sum(residency.uploads for residency in residencies.values())
@@ -254,14 +253,14 @@ def run_align(options: AlignOptions) -> dict:
                  sum(residency.upload_seconds for residency in residencies.values()))
     summary = {
         "reads": reads,
-        "mapped": totals["mapped"],
+        "mapped": totals.mapped,
         "seconds": elapsed,
         "mapping_seconds": time.perf_counter() - mapping_started,
         "devices": [info.name for info in device_infos],
         "first_chunk_seconds": written["first"],
     }
-    if os.environ.get("BOWMAP_PROFILE"):  # developers: see pipeline.write_usage
-        from bowmap.align.pipeline import write_usage
+    if os.environ.get("BOWMAP_PROFILE"):  # developers: see runners.write_usage
+        from bowmap.align.runners import write_usage
 
         write_usage(os.path.join(os.environ["BOWMAP_PROFILE"], "parent.usage.json"))
     if written["first"] is not None:
@@ -269,22 +268,22 @@ def run_align(options: AlignOptions) -> dict:
                  "" if exit_seconds is None else f"; the worker processes exited {exit_seconds:.2f} s after their last result")
     log.info(
         "%d reads, %.2f%% mapped, %.2f s, %.0f reads/s, on %s",
-        reads, 100 * totals["mapped"] / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
+        reads, 100 * totals.mapped / max(reads, 1), elapsed, reads / max(elapsed, 1e-9), ", ".join(summary["devices"]),
     )
     # bowtie2's summary: reads aligned 0 times, exactly once, more than once (mapped reads for
     # which another alignment was found: their XS is its score).
-    once = totals["mapped"] - totals["several"]
-    summary.update(aligned_once=once, aligned_several=totals["several"])
+    once = totals.mapped - totals.several
+    summary.update(aligned_once=once, aligned_several=totals.several)
     log.info(
         "aligned 0 times: %d (%.2f%%); exactly 1 time: %d (%.2f%%); >1 times: %d (%.2f%%)",
-        reads - totals["mapped"], 100 * (reads - totals["mapped"]) / max(reads, 1), once, 100 * once / max(reads, 1),
-        totals["several"], 100 * totals["several"] / max(reads, 1),
+        reads - totals.mapped, 100 * (reads - totals.mapped) / max(reads, 1), once, 100 * once / max(reads, 1),
+        totals.several, 100 * totals.several / max(reads, 1),
     )
     if options.paired:
-        summary.update(pairs=reads // 2, proper=totals["proper"], insert_model=model.model)
+        summary.update(pairs=reads // 2, proper=totals.proper, insert_model=model.model)
         log.info(
             "%d pairs, %.2f%% of reads properly paired; %s",
-            reads // 2, 100 * totals["proper"] / max(reads, 1), model.model.describe() if model.model else "no pairs",
+            reads // 2, 100 * totals.proper / max(reads, 1), model.model.describe() if model.model else "no pairs",
         )
     return summary
 
@@ -293,7 +292,7 @@ class _StartLog:
     """run_processes' ``ready`` callback: once every worker process has started, one line saying
     when the first and the last were ready (seconds from the run's start) and where the last one's
     start went: its interpreter, imports and arguments (``python``: from the spawn to its body),
-    mapping the index, waiting for its turn to open the device (pipeline.start_gate), the device
+    mapping the index, waiting for its turn to open the device (runners.start_gate), the device
     context, the programs' builds and the index's upload."""
 
     PIECES = ("index", "waiting", "context", "programs", "upload")
@@ -343,7 +342,7 @@ class _ModelHolder:
             self.estimate(*(np.concatenate(parts) for parts in zip(*self._observed)))
 
     def estimate(self, orientation, distance) -> None:
-        from bowmap.align.pairs import estimate_model
+        from bowmap.align.extend.pairs import estimate_model
 
         self.model = estimate_model(orientation, distance, self.sample_pairs)
         when = "" if self.started_clock is None else f" [{time.monotonic() - self.started_clock:.2f} s]"
@@ -375,7 +374,7 @@ def paired_chunks(options: AlignOptions, max_read_length: int, model: _ModelHold
     SMALLEST_SAMPLE_CHUNK_BASES), so that the run's workers share it."""
     import dataclasses
 
-    from bowmap.align.pairs import SAMPLE_PAIRS
+    from bowmap.align.extend.pairs import SAMPLE_PAIRS
     from bowmap.align.reads import record_window
     from bowmap.align.reads.chunk import Batch, Chunker, concatenate_batches, slice_batch
     from bowmap.align.reads.pairs import paired_ranges, read_pairs

@@ -1,22 +1,53 @@
 """The workers of the align pipeline: one device command queue's stages (:class:`DeviceWorker`),
-the start of a worker process (:class:`ProcessWorker`), and how many workers a run gets.
+what they hand the writer (:class:`ChunkResult`), the start of a worker process
+(:class:`ProcessWorker`), and how many workers a run gets.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from bowmap.align.options import AlignOptions
-from bowmap.align.records import chunk_alignments, extend_chunk
+from bowmap.align.extend.stage import extend_chunk, pair_observations
+
+
+@dataclass
+class Counts:
+    """Reads counted for the run's summary; they add up with ``+=`` (the run's totals)."""
+
+    reads: int = 0
+    mapped: int = 0  # reads with a primary alignment
+    proper: int = 0  # reads properly paired (FLAG 0x2)
+    several: int = 0  # mapped reads with another alignment found (bowtie2's "aligned >1 times")
+
+    def __iadd__(self, other: Counts) -> Counts:
+        self.reads += other.reads
+        self.mapped += other.mapped
+        self.proper += other.proper
+        self.several += other.several
+        return self
+
+
+@dataclass
+class ChunkResult:
+    """What a chunk's last stage hands the writer: its SAM text and counts, or, for a chunk of
+    the paired model's sample (written nowhere: ``text`` empty), the orientations and insert
+    sizes of its confident pairs. Across processes ``text`` travels as raw bytes (see
+    :func:`bowmap.align.runners._worker_process`)."""
+
+    text: bytes = b""
+    counts: Counts = field(default_factory=Counts)
+    observations: tuple | None = None
 
 
 class DeviceWorker:
     """One device command queue's kernels and buffers: used by one thread at a time."""
 
     def __init__(self, index, reference_text, device, device_blocks, device_text, options: AlignOptions, scoring, residency=None):
-        from bowmap.align.fm_search import FMSearch
-        from bowmap.align.smith_waterman import SmithWaterman
-        from bowmap.align.windows import SeedFilter
+        from bowmap.align.seed.fm_search import FMSearch
+        from bowmap.align.extend.smith_waterman import SmithWaterman
+        from bowmap.align.seed.filter import SeedFilter
 
         self.index = index
         self.reference_text = reference_text
@@ -27,7 +58,7 @@ class DeviceWorker:
         def searcher(queue):  # streamed blocks (residency, device_blocks its StreamedBlocks) are read in its sessions
             if residency is None:
                 return FMSearch(device, queue)
-            from bowmap.align.residency import StreamingSearch
+            from bowmap.align.seed.residency import StreamingSearch
 
             return StreamingSearch(device, queue, residency)
 
@@ -46,37 +77,23 @@ class DeviceWorker:
         chunk = as_chunk(chunk)  # a byte range of the input is read and parsed here
         return chunk, self.seed_filter.windows(chunk.codes, chunk.reverse_codes, chunk.offsets, chunk.both_codes)
 
-    def extend(self, item) -> tuple[bytes, int, int, int, tuple | None, int]:
-        """The chunk's SAM text, its read count, its mapped-read count, its properly paired
-        reads, (the paired model's sample chunk only, whose text is empty) the orientations
-        and insert sizes of its confident pairs, and its mapped reads with another alignment
-        found (bowtie2's "aligned >1 times")."""
-        from bowmap.align.extend import Extender
-        from bowmap.align.pairs import choose_pairs, sample_observations
-        from bowmap.align.sam import format_chunk
+    def extend(self, item) -> ChunkResult:
+        """The chunk's SAM text and counts (the paired model's sample chunk: its observations)."""
+        from bowmap.align.output.sam import format_chunk
 
         chunk, windows = item
-        if not chunk.paired:
-            alignments = extend_chunk(
-                self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter
-            )
-            proper = 0
-        else:
-            extender = Extender(self.device_text, self.index, self.smith_waterman, chunk, self.scoring, self.options)
-            scored = extender.scored(windows, self.rescue_filter)
-            if chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
-                return b"", 0, 0, 0, sample_observations(scored, extender), 0
-            scored, choice = choose_pairs(scored, extender, chunk.insert_model, self.options.unpaired_penalty)
-            alignments = chunk_alignments(extender, scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq,
-                                          choice.proper, rescuer=self.rescue_filter)
-            proper = int(alignments.proper[alignments.primary_rows()].sum())
+        stage = (self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter)
+        if chunk.paired and chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
+            return ChunkResult(observations=pair_observations(*stage))
+        alignments = extend_chunk(*stage)
+        proper = int(alignments.proper[alignments.primary_rows()].sum()) if chunk.paired else 0
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
-        from bowmap.align.mapq import NO_SCORE
+        from bowmap.align.extend.mapq import NO_SCORE
 
         primary = alignments.primary_rows() & alignments.mapped  # one row a mapped read
         several = int((primary & (alignments.second_score != NO_SCORE)).sum())
-        return text, chunk.count, int(primary.sum()), proper, None, several
+        return ChunkResult(text, Counts(chunk.count, int(primary.sum()), proper, several))
 
 
 class ProcessWorker:
@@ -104,8 +121,8 @@ class ProcessWorker:
     def __call__(self, rank: int):
         import time
 
-        from bowmap.align.pipeline import start_gate
-        from bowmap.align.reference import ReferenceText
+        from bowmap.align.runners import start_gate
+        from bowmap.align.output.reference import ReferenceText
         from bowmap.index.load import load_index
         from bowmap.runtime.devices import context_for_info
 
@@ -126,7 +143,7 @@ class ProcessWorker:
         opened = time.monotonic()
         slots = None if self.slots is None else self.slots[rank % len(self.devices)]
         workers = device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring, slots)
-        # Where the start went (seconds; see pipeline._worker_process, which sends them to the run).
+        # Where the start went (seconds; see runners._worker_process, which sends them to the run).
         self.start_timings = {
             "index": loaded - started, "waiting": admitted - loaded, "context": opened - admitted,
             "programs": device.build_seconds, "upload": time.monotonic() - opened - device.build_seconds,
@@ -137,13 +154,13 @@ class ProcessWorker:
 def device_workers(index, reference_text, device, queues: int, options: AlignOptions, scoring, slots: int | None = None) -> list[DeviceWorker]:
     """``queues`` workers on one device, sharing its copy of the index blocks and packed text:
     every block uploaded once, or with ``slots`` less than the blocks, the blocks streamed
-    through that many slots (:class:`bowmap.align.residency.BlockResidency`)."""
-    from bowmap.align.fm_search import DeviceBlock
-    from bowmap.align.smith_waterman import PackedText
+    through that many slots (:class:`bowmap.align.seed.residency.BlockResidency`)."""
+    from bowmap.align.seed.fm_search import DeviceBlock
+    from bowmap.align.extend.smith_waterman import PackedText
 
     residency = None
     if slots is not None and slots < len(index.blocks):
-        from bowmap.align.residency import BlockResidency
+        from bowmap.align.seed.residency import BlockResidency
 
         residency = BlockResidency(device, index.blocks, slots)
         blocks = residency.blocks
@@ -157,8 +174,8 @@ def owner_device_workers(index, reference_text, device, queues: int, options: Al
     """``queues`` workers in a host worker process on a device whose owner (``device``, a
     bowmap.runtime.remote.RemoteDevice) holds the index blocks and packed text once for every
     host worker (:func:`owner_shared_buffers`)."""
-    from bowmap.align.fm_search import DeviceBlock
-    from bowmap.align.smith_waterman import PackedText
+    from bowmap.align.seed.fm_search import DeviceBlock
+    from bowmap.align.extend.smith_waterman import PackedText
 
     blocks = [DeviceBlock.of_owner(device, number, block) for number, block in enumerate(index.blocks)]
     text = PackedText.of_owner(device, index)
@@ -170,8 +187,8 @@ def owner_device_workers(index, reference_text, device, queues: int, options: Al
 def owner_shared_buffers(index, device) -> dict:
     """A device owner's set-up: the index blocks and packed text uploaded once, by name (what
     :func:`owner_device_workers` names)."""
-    from bowmap.align.fm_search import DeviceBlock
-    from bowmap.align.smith_waterman import PackedText
+    from bowmap.align.seed.fm_search import DeviceBlock
+    from bowmap.align.extend.smith_waterman import PackedText
 
     shared = PackedText.from_index(device, index).shared_buffers()
     for number, block in enumerate(index.blocks):

@@ -2,10 +2,41 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib
 import sys
 
 from bowmap.commands.options import INT32, add_devices_option, integer
 from bowmap.runtime.errors import BowmapError, UsageError
+
+
+class OptionDefault:
+    """An option's default, taken from the field of the options dataclass that holds it (each
+    default once, there: AlignOptions, RecordOptions, SeedOptions, Scoring) when help or the
+    run needs it, so that building the parser imports neither NumPy nor PyOpenCL. Help shows it
+    through ``%(default)s``."""
+
+    def __init__(self, module: str, dataclass: str, name: str):
+        self.module, self.dataclass, self.name = module, dataclass, name
+
+    @functools.cached_property
+    def value(self):
+        holder = getattr(importlib.import_module(self.module), self.dataclass)
+        field = next(field for field in dataclasses.fields(holder) if field.name == self.name)
+        return field.default
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+def option_default(holder: str, name: str) -> OptionDefault:
+    """``holder`` is one of the dataclasses of `bowmap align`'s options (see OptionDefault)."""
+    modules = {"AlignOptions": "bowmap.align.options", "RecordOptions": "bowmap.align.options",
+               "SeedOptions": "bowmap.align.seed.seeds", "Scoring": "bowmap.align.extend.smith_waterman"}
+    return OptionDefault(modules[holder], holder, name)
+
+
 
 
 def add_parser(subparsers):
@@ -36,28 +67,34 @@ def add_parser(subparsers):
     parser.add_argument("--end-to-end", action="store_true", help="align whole reads (default: local, with soft clipping)")
     parser.add_argument("--min-score", type=integer(-INT32, INT32), metavar="S", help="report alignments scoring at least S (default: 30 local, half a perfect score end-to-end)")
     scoring = parser.add_argument_group("scoring (BWA-MEM's defaults)")
-    scoring.add_argument("--match", type=integer(1, 1000), default=1, metavar="A", help="match score (default 1)")
-    scoring.add_argument("--mismatch", type=integer(1, 1000), default=4, metavar="B", help="mismatch penalty (default 4)")
-    scoring.add_argument("--gap-open", type=integer(0, 1000), default=6, metavar="O", help="gap open penalty; a gap of k costs O + k*E (default 6)")
-    scoring.add_argument("--gap-extend", type=integer(0, 1000), default=1, metavar="E", help="gap extension penalty (default 1)")
-    scoring.add_argument("--clip-penalty", type=integer(0, 1000), default=5, metavar="C", help="local mode: soft clipping a read end costs C when alignments are compared, as BWA-MEM's -L (default 5)")
+    scoring.add_argument("--match", type=integer(1, 1000), default=option_default("Scoring", "match"), metavar="A", help="match score (default %(default)s)")
+    scoring.add_argument("--mismatch", type=integer(1, 1000), default=option_default("Scoring", "mismatch"), metavar="B", help="mismatch penalty (default %(default)s)")
+    scoring.add_argument("--gap-open", type=integer(0, 1000), default=option_default("Scoring", "gap_open"), metavar="O",
+                         help="gap open penalty; a gap of k costs O + k*E (default %(default)s)")
+    scoring.add_argument("--gap-extend", type=integer(0, 1000), default=option_default("Scoring", "gap_extend"), metavar="E", help="gap extension penalty (default %(default)s)")
+    scoring.add_argument("--clip-penalty", type=integer(0, 1000), default=option_default("Scoring", "clip_penalty"), metavar="C",
+                         help="local mode: soft clipping a read end costs C when alignments are compared, as BWA-MEM's -L (default %(default)s)")
     seeds = parser.add_argument_group("seeds")
-    seeds.add_argument("--seed-length", type=integer(1, 32), default=20, metavar="L", help="exact seed length, at most 32 (default 20)")
-    seeds.add_argument("--positions-per-read", type=integer(1, 1 << 16), default=256, metavar="N", help="located seed positions per read, narrowest intervals first (default 256)")
-    seeds.add_argument("--windows-per-read", type=integer(1, 1024), default=16, metavar="N", help="candidate windows per read given to Smith-Waterman (default 16)")
+    seeds.add_argument("--seed-length", type=integer(1, 32), default=option_default("SeedOptions", "seed_length"), metavar="L",
+                       help="exact seed length, at most 32 (default %(default)s)")
+    seeds.add_argument("--positions-per-read", type=integer(1, 1 << 16), default=option_default("SeedOptions", "positions_per_read"), metavar="N",
+                       help="located seed positions per read, narrowest intervals first (default %(default)s)")
+    seeds.add_argument("--windows-per-read", type=integer(1, 1024), default=option_default("SeedOptions", "windows_per_read"), metavar="N",
+                       help="candidate windows per read given to Smith-Waterman (default %(default)s)")
     pairs = parser.add_argument_group("paired-end reads")
     pairs.add_argument("--interleaved", action="store_true", help="READS holds pairs: R1, R2, R1, R2, ... (bwa's -p)")
     pairs.add_argument(
         "-I", "--insert-size", metavar="MEAN,SD[,MAX[,MIN]]",
         help="insert-size model, as bwa's -I (default: estimated from the first 25,000 pairs; SD 10%% of MEAN, MIN..MAX MEAN -/+ 4 SD when left out)",
     )
-    pairs.add_argument("-U", "--unpaired-penalty", type=integer(0, 1000), default=17, metavar="P", help="a pair's mates are aligned apart only when that scores P more than their best pair (default 17, bwa's -U)")
+    pairs.add_argument("-U", "--unpaired-penalty", type=integer(0, 1000), default=option_default("AlignOptions", "unpaired_penalty"), metavar="P",
+                       help="a pair's mates are aligned apart only when that scores P more than their best pair (default %(default)s, bwa's -U)")
     output = parser.add_argument_group("output")
     output.add_argument("--no-unal", action="store_true", help="leave unaligned reads out")
-    output.add_argument("--max-alternatives", type=integer(0, 1000), default=5, metavar="N",
-                        help="XA lists a read's alternative hits (scoring 80%% of its best or more) when it has at most N (default 5, bwa's -h; 0: no XA)")
-    output.add_argument("--secondary", type=integer(0, 1000), default=0, metavar="N",
-                        help="write up to N alternative hits as secondary records (FLAG 0x100) in place of XA (default 0)")
+    output.add_argument("--max-alternatives", type=integer(0, 1000), default=option_default("RecordOptions", "max_alternatives"), metavar="N",
+                        help="XA lists a read's alternative hits (scoring 80%% of its best or more) when it has at most N (default %(default)s, bwa's -h; 0: no XA)")
+    output.add_argument("--secondary", type=integer(0, 1000), default=option_default("RecordOptions", "secondary"), metavar="N",
+                        help="write up to N alternative hits as secondary records (FLAG 0x100) in place of XA (default %(default)s)")
     output.add_argument("--no-supplementary", action="store_true",
                         help="no split reads: by default a part of a read clipped off its primary and aligned elsewhere gets a supplementary record and SA")
     output.add_argument("--hard-clip-supplementary", action="store_true",
@@ -69,9 +106,9 @@ def add_parser(subparsers):
                         "or tabs); instead of --rg-id and --rg")
     part = parser.add_argument_group("part of the input (one job of several: see workflow/ and the README)")
     part.add_argument(
-        "-s", "--skip", type=integer(0, 1 << 62), default=0, metavar="N",
+        "-s", "--skip", type=integer(0, 1 << 62), default=option_default("AlignOptions", "skip"), metavar="N",
         help="leave out the first N reads (pairs for paired input), as bowtie2's -s; with -I left out, "
-        "the insert-size model is still estimated from the input's first 25,000 pairs (default 0)",
+        "the insert-size model is still estimated from the input's first 25,000 pairs (default %(default)s)",
     )
     part.add_argument(
         "-u", "--upto", type=integer(1, 1 << 62), metavar="N",
@@ -94,13 +131,16 @@ def add_parser(subparsers):
 def run(args) -> int:
     from bowmap.align.options import AlignOptions, RecordOptions
     from bowmap.align.run import run_align
-    from bowmap.align.seeds import SeedOptions
-    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.seed.seeds import SeedOptions
+    from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.runtime.devices import parse_memory
     from bowmap.runtime.output import refuse_inputs, sam_output_format
 
     from bowmap.index.load import index_prefix
 
+    for name, value in vars(args).items():
+        if isinstance(value, OptionDefault):  # not given: its dataclass's default
+            setattr(args, name, value.value)
     args.index = index_prefix(args.index)
     output_format = sam_output_format(args.output, args.output_fmt)
     if output_format == "bam" and args.output is None and sys.stdout.isatty():
@@ -117,14 +157,9 @@ def run(args) -> int:
     except ValueError as error:
         raise UsageError(f"scoring options: {error}") from None
     read_group = _read_group(args)
-    if args.interleaved and args.mates is not None:
-        raise UsageError("--interleaved takes one READS file holding both mates, not two files")
-    paired = args.interleaved or args.mates is not None
-    if args.insert_size is not None and not paired:
-        raise UsageError("--insert-size is for paired-end reads (READS2 or --interleaved)")
     insert_size = None
     if args.insert_size is not None:
-        from bowmap.align.pairs import parse_insert_size
+        from bowmap.align.extend.pairs import parse_insert_size
 
         insert_size = parse_insert_size(args.insert_size)
     options = AlignOptions(
@@ -155,6 +190,7 @@ def run(args) -> int:
         progress=not args.no_progress and sys.stderr.isatty(),
         command_line=args.command_line,
     )
+    options.check()
     run_align(options)
     return 0
 

@@ -118,7 +118,7 @@ __kernel void add_block_occurrences(__global const uint *results /* seed_search'
 /* Then the occurrences lying wholly inside the overlap of two consecutive blocks, found in both,
  * are taken off once (SeedFilter._overlap_occurrences, the reference): keys[0 .. table_size) are
  * the sorted packed k-mers of the overlaps (2 bits a base, the seed's first base highest, as
- * bowmap.align.seeds.pack_codes), key_counts their occurrences there. A seed with an ambiguous
+ * bowmap.align.seed.seeds.pack_codes), key_counts their occurrences there. A seed with an ambiguous
  * base matches none. A count never goes below 0 (an index whose blocks disagreed with their
  * overlaps would make the host's negative, which chooses and crowds as 0 does). */
 __kernel void subtract_overlaps(__global const uchar *codes, __global const uint *read_starts,
@@ -193,7 +193,7 @@ __kernel void fm_locate_intervals(__global const uint *lines, const uint primary
     positions[gid] = locate_row(lines, primary, first_rows, marks, samples, lo[low] + (gid - before[low]));
 }
 
-/* The seed choice of SeedFilter._hits (bowmap/align/windows.py; reference: seeds.choose_seeds),
+/* The seed choice of SeedFilter._hits (bowmap/align/seed/filter.py; reference: seeds.choose_seeds),
  * one work-item a read, on the SA intervals seed_search left in `results` (uint[3][count], count =
  * 2 * forward seeds: every read's forward seeds, then every read's reverse seeds in the same order;
  * with several blocks, subtract_overlaps' uint[2][count]: only hi - lo is read).

@@ -1,7 +1,7 @@
 /* seed_windows.cl -- a chunk's seed hits -> each read's candidate windows, on the device.
  *
  * The device twin of SeedFilter._merge_on_host followed by SeedFilter._keep_best
- * (bowmap/align/windows.py, the reference the tests compare with).
+ * (bowmap/align/seed/filter.py, the reference the tests compare with).
  *
  * Work-items: one per read (gid < reads guarded, so the global size may be rounded up). The hits
  * come from `sources` (1..3) rounds of seeds, each grouped by read: read r owns hits

@@ -127,7 +127,7 @@ def test_many_blocks_make_hits_on_the_device_and_the_same_sam_as_on_the_host(ind
     (FMSearch.seed_hits), and the SAM, single and paired, is byte for byte the one made from the
     host's hits (SeedFilter._hits: hits_on_device=False), the reference. On the kernel tests'
     first device (BOWMAP_TEST_DEVICES)."""
-    from bowmap.align.windows import SeedFilter
+    from bowmap.align.seed.filter import SeedFilter
 
     original = SeedFilter.__init__
     made, outputs = [], {}
@@ -348,21 +348,21 @@ def test_an_index_rebuilt_at_the_prefix_during_a_run_stops_the_worker_processes(
     write records of one genome under a header naming another."""
     import itertools
 
-    from bowmap.align import pipeline
+    from bowmap.align import runners
 
     prefix = tmp_path / "lambda"
     assert main(["-q", "index", str(LAMBDA), str(prefix)]) == 0
     sequence = "".join(line.strip() for line in LAMBDA.read_text().splitlines() if not line.startswith(">"))
     reverse = sequence[::-1].translate(str.maketrans("ACGTacgt", "TGCAtgca"))
     (tmp_path / "rc.fa").write_text(">lambda_rc\n" + reverse + "\n")
-    real = pipeline.run_processes
+    real = runners.run_processes
 
     def rebuild_then_run(chunks, *args, **kwargs):
         first = next(chunks)  # the parent has loaded and checked the index once a chunk is out
         assert main(["-q", "index", str(tmp_path / "rc.fa"), str(prefix)]) == 0
         return real(itertools.chain([first], chunks), *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "run_processes", rebuild_then_run)
+    monkeypatch.setattr(runners, "run_processes", rebuild_then_run)
     out = tmp_path / "out.sam"
     code, _, err = run(capsys, "align", prefix, READS, "-o", out, "--devices", "cpu", "-p", "2", "--chunk-bases", "50000")
     assert code == 1 and "Traceback" not in err, err
@@ -443,12 +443,12 @@ def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device
     (its best alignment, none, counts as poor); without it the read stays unmapped."""
     from conftest import build_test_index, codes_to_text
 
-    from bowmap.align.records import extend_chunk
+    from bowmap.align.extend.stage import extend_chunk
     from bowmap.align.options import AlignOptions
     from bowmap.align.reads import ReadChunk
-    from bowmap.align.reference import ReferenceText
-    from bowmap.align.smith_waterman import Scoring
-    from bowmap.align.windows import Windows
+    from bowmap.align.output.reference import ReferenceText
+    from bowmap.align.extend.smith_waterman import Scoring
+    from bowmap.align.seed.filter import Windows
     from bowmap.align.workers import device_workers
 
     rng = np.random.default_rng(3)
@@ -470,9 +470,9 @@ def test_a_read_without_a_good_window_is_rescued_by_dense_seeds(tmp_path, device
 def test_best_two_equals_a_plain_reference_with_ties():
     """best_two against the obvious per-read loop: best by score, then smallest tie-breaker,
     forward strand, smaller end, then first; second best among the rest, the copies at the
-    best's place (extend.Places.same, written out in tests/align/test_records.py) left out."""
-    from bowmap.align.extend import Places, best_two
-    from bowmap.align.mapq import NO_SCORE
+    best's place (extender.Places.same, written out in tests/align/test_records.py) left out."""
+    from bowmap.align.extend.extender import Places, best_two
+    from bowmap.align.extend.mapq import NO_SCORE
     from tests.align.test_records import plain_same
 
     rng = np.random.default_rng(5)
@@ -528,8 +528,8 @@ def test_mapq_weighs_the_scores_that_chose_the_alignment(tmp_path, capsys):
     bases 30..120 at another (clipped at both ends: 90 less two clip penalties, XS 80). MAPQ
     compares the two as they were chosen, each less its clips' penalties (95 against 80), not
     AS against XS (100 against 80), which overstated the lead of a clipped best hit."""
-    from bowmap.align.mapq import mapping_quality
-    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.extend.mapq import mapping_quality
+    from bowmap.align.extend.smith_waterman import Scoring
 
     rng = np.random.default_rng(95)
     read = rng.integers(0, 4, 150)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import build_test_index, codes_to_text, random_genome
 
-from bowmap.align.fm_search import DeviceBlock, FMSearch, exact_matches, interval_rows
+from bowmap.align.seed.fm_search import DeviceBlock, FMSearch, exact_matches, interval_rows
 from bowmap.align.references import fm_search as reference
 
 LONGEST_SEED = 32

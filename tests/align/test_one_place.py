@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bowmap.align.mapq import NO_SCORE
+from bowmap.align.extend.mapq import NO_SCORE
 
 READ = 150
 PLACE = 7_000  # the read's own place
@@ -33,8 +33,8 @@ def worker_for(tmp_path, device, genome, **options):
     from conftest import build_test_index, codes_to_text
 
     from bowmap.align.options import AlignOptions
-    from bowmap.align.reference import ReferenceText
-    from bowmap.align.smith_waterman import Scoring
+    from bowmap.align.output.reference import ReferenceText
+    from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.align.workers import device_workers
 
     index = build_test_index(tmp_path, [("chr", codes_to_text(genome))], max_read_length=READ)
@@ -56,7 +56,7 @@ def chunk_of(reads, paired=False, model=None):
 
 def windows_of(rows):
     """Windows from (read, reverse, start, end) rows."""
-    from bowmap.align.windows import Windows
+    from bowmap.align.seed.filter import Windows
 
     read, reverse, start, end = (np.array(column) for column in zip(*rows))
     return Windows(read.astype(np.int64), reverse.astype(bool), start.astype(np.int64), end.astype(np.int64), np.ones(len(rows), dtype=np.int64))
@@ -75,7 +75,7 @@ def elsewhere_score(scoring) -> int:
 
 
 def single(tmp_path, device, genome, read, rows):
-    from bowmap.align.records import extend_chunk
+    from bowmap.align.extend.stage import extend_chunk
 
     index, worker, options, scoring = worker_for(tmp_path, device, genome)
     alignments = extend_chunk(worker.device_text, index, worker.smith_waterman, chunk_of([read]), windows_of(rows), scoring, options)
@@ -132,9 +132,9 @@ def test_a_pair_whose_rescue_window_covers_the_mates_own_window(tmp_path, device
     (before the fix, such a mate's XS was its own AS and its pair's second best its copy). Each
     mate: one alignment at its place, XS from the copy elsewhere, no XA entry at its place, and
     the pair's MAPQ (no second pair made of the copy)."""
-    from bowmap.align.extend import Extender
-    from bowmap.align.pairs import RESCUE_MARGIN, choose_pairs, parse_insert_size
-    from bowmap.align.records import chunk_alignments
+    from bowmap.align.extend.extender import Extender
+    from bowmap.align.extend.pairs import RESCUE_MARGIN, choose_pairs, parse_insert_size
+    from bowmap.align.extend.records import chunk_alignments
 
     rng = np.random.default_rng(8)
     genome = rng.integers(0, 4, 60_000).astype(np.uint8)
@@ -201,9 +201,9 @@ def test_a_read_in_a_microsatellite_keeps_its_tandem_capped_mapq(tmp_path, devic
 
 
 def paired_run(tmp_path, device, genome, reads, rows, model):
-    from bowmap.align.extend import Extender
-    from bowmap.align.pairs import choose_pairs
-    from bowmap.align.records import chunk_alignments
+    from bowmap.align.extend.extender import Extender
+    from bowmap.align.extend.pairs import choose_pairs
+    from bowmap.align.extend.records import chunk_alignments
 
     index, worker, options, scoring = worker_for(tmp_path, device, genome)
     extender = Extender(worker.device_text, index, worker.smith_waterman, chunk_of(reads, paired=True, model=model), scoring, options)
@@ -216,7 +216,7 @@ def test_a_pair_in_a_two_copy_duplication_is_lifted_by_its_pair(tmp_path, device
     mate's copy scores a mismatch below it), the copies far apart: the pair is unique though
     neither mate is. Its mates get the pair's lift (bwa mem: MAPQ 58 here), not their own
     MAPQ (about 18) as when every mate with a near rival counted as a family's."""
-    from bowmap.align.pairs import parse_insert_size
+    from bowmap.align.extend.pairs import parse_insert_size
 
     rng = np.random.default_rng(12)
     genome = rng.integers(0, 4, 60_000).astype(np.uint8)

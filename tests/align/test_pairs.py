@@ -13,7 +13,7 @@ import numpy as np
 import pysam
 import pytest
 
-from bowmap.align.pairs import InsertModel, Placed, best_pairs, estimate_model, pair_quality, parse_insert_size, rescue_anchors
+from bowmap.align.extend.pairs import InsertModel, Placed, best_pairs, estimate_model, pair_quality, parse_insert_size, rescue_anchors
 from bowmap.align.reads.pairs import read_pairs
 from bowmap.cli import main
 from bowmap.runtime.errors import BowmapError, UsageError

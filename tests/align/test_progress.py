@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from bowmap.align.progress import Progress
+from bowmap.align.output.progress import Progress
 from bowmap.align.reads import as_chunk, input_chunks, read_chunks
 from bowmap.align.reads.pairs import read_pairs
 from bowmap.cli import _setup_logging

@@ -1,4 +1,4 @@
-"""Records beyond the primary (bowmap/align/records.py): XA, secondary, supplementary and SA, on
+"""Records beyond the primary (bowmap/align/extend/records.py): XA, secondary, supplementary and SA, on
 hand-made reads whose right answer is known: a repeat, chimeras across contigs and strands, a
 read spanning the end of one contig and the start of the next."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pysam
 import pytest
 
-from bowmap.align import records
-from bowmap.align.extend import SAME_ALIGNMENT_BASES, Places
-from bowmap.align.windows import Windows
+from bowmap.align.extend import records
+from bowmap.align.extend.extender import SAME_ALIGNMENT_BASES, Places
+from bowmap.align.seed.filter import Windows
 from bowmap.cli import main
 from bowmap.runtime.arrays import run_ranks
 from tests.conftest import codes_to_text, write_fasta
@@ -40,7 +40,7 @@ def test_ranks_count_within_runs():
 
 
 def plain_same(reverse, read_end, text_end, score, a, b, match=1):
-    """extend.Places.same of two windows' estimated places, one pair at a time."""
+    """extender.Places.same of two windows' estimated places, one pair at a time."""
     def interval(w):
         span = min(max(int(score[w]) // match, 1), max(int(read_end[w]), 1))
         return int(read_end[w]) - span, int(read_end[w]), int(text_end[w]) - span, int(text_end[w])
@@ -107,7 +107,7 @@ def test_candidates_equal_a_plain_loop(seed):
 def test_new_windows_leaves_out_exactly_the_windows_a_read_has(seed):
     """extend.new_windows against a set of tuples, with reads and text positions far past what
     packed int64 keys held (a large chunk of a human-size genome), and duplicates in both."""
-    from bowmap.align.extend import new_windows
+    from bowmap.align.extend.extender import new_windows
 
     rng = np.random.default_rng(seed)
 
@@ -366,6 +366,6 @@ def test_pairs_with_split_mates_give_the_same_sam_whatever_the_batches_chunks_an
     body = [line for line in expected.split(b"\n") if line and not line.startswith(b"@")]
     assert sum(int(line.split(b"\t")[1]) & 0x800 > 0 for line in body) >= 20  # split mates, most of them
     assert run("chunks.sam", "--chunk-bases", "1000", "--queues-per-device", "2") == expected
-    monkeypatch.setattr("bowmap.align.sam._BATCH_BYTES", 3000)  # a pair or two a batch
+    monkeypatch.setattr("bowmap.align.output.sam._BATCH_BYTES", 3000)  # a pair or two a batch
     assert run("batches.sam") == expected
     assert run("unal.sam", "--no-unal").count(b"\n") <= expected.count(b"\n")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from conftest import build_test_index, codes_to_text, random_genome
 
-from bowmap.align.fm_search import DeviceBlock, FMSearch
-from bowmap.align.residency import (
+from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
+from bowmap.align.seed.residency import (
     DEFAULT_CHUNK_BASES,
     LARGEST_STREAMED_CHUNK_BASES,
     SMALLEST_RESIDENT_CHUNK_BASES,
@@ -23,8 +23,8 @@ from bowmap.align.residency import (
     slot_bytes,
     text_device_bytes,
 )
-from bowmap.align.seeds import SeedOptions, extract_seeds
-from bowmap.align.windows import SeedFilter
+from bowmap.align.seed.seeds import SeedOptions, extract_seeds
+from bowmap.align.seed.filter import SeedFilter
 from bowmap.cli import main
 from bowmap.index.load import load_index
 from bowmap.runtime.errors import BowmapError
@@ -234,7 +234,7 @@ def test_block_by_block_stays_within_the_memory_asked_for(lambda_indexes, tmp_pa
     slots, the text and the tables) adds up to no more than --device-mem."""
     import pyopencl
 
-    from bowmap.align import residency
+    from bowmap.align.seed import residency
     from bowmap.runtime import devices
 
     _, _, five = lambda_indexes

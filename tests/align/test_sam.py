@@ -13,9 +13,9 @@ import numpy as np
 import pysam
 import pytest
 
-from bowmap.align.mapq import NO_SCORE, mapping_quality
-from bowmap.align.reference import ReferenceText, sam_header
-from bowmap.align.sam import ChunkAlignments, format_chunk
+from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
+from bowmap.align.output.reference import ReferenceText, sam_header
+from bowmap.align.output.sam import ChunkAlignments, format_chunk
 from bowmap.index.format import pack_2bit
 from bowmap.index.load import FMIndex
 from bowmap.runtime.errors import BowmapError, UsageError
@@ -286,12 +286,12 @@ def test_small_batches_and_packed_reference_give_the_same_text(monkeypatch):
     packed_reference = ReferenceText(
         case.reference.contig_names, case.reference.contig_starts, case.reference.contig_lengths, index=index
     )
-    monkeypatch.setattr("bowmap.align.sam._BATCH_BYTES", 20_000)  # many batches, one read wider than a batch
+    monkeypatch.setattr("bowmap.align.output.sam._BATCH_BYTES", 20_000)  # many batches, one read wider than a batch
     assert format_chunk(case.chunk, case.alignments, packed_reference, None, True) == whole
 
 
 def test_decimal_text_of_awkward_integers():
-    from bowmap.align.sam_text import decimal_text as _decimal
+    from bowmap.align.output.sam_text import decimal_text as _decimal
 
     edges = [0, 1, 9, 10, 9999, 10000, 10001, 99999999, 100000000, 123456789012, 2**62, -1, -9999, -10000, -(2**62)]
     for values in (np.array(edges), np.arange(10000), np.array([5, 70000]), np.array([-3, 0, 42])):

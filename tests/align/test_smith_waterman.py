@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bowmap.align.references import smith_waterman as reference
-from bowmap.align.smith_waterman import (
+from bowmap.align.extend.smith_waterman import (
     OP_D,
     OP_I,
     OP_M,

@@ -1,4 +1,4 @@
-"""Tandem scores (bowmap/align/tandem.py) against a plain loop, and MAPQ of reads in
+"""Tandem scores (bowmap/align/extend/tandem.py) against a plain loop, and MAPQ of reads in
 microsatellites and homopolymers on a hand-made genome."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import numpy as np
 import pysam
 import pytest
 
-from bowmap.align import tandem
-from bowmap.align.mapq import NO_SCORE, mapping_quality
-from bowmap.align.reference import ReferenceText
+from bowmap.align.extend import tandem
+from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
+from bowmap.align.output.reference import ReferenceText
 from bowmap.cli import main
 from tests.conftest import codes_to_text, write_fasta
 

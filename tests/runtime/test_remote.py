@@ -22,8 +22,8 @@ def owner_and_client(device, shared):
 
 
 def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(device, tmp_path):
-    from bowmap.align.fm_search import DeviceBlock, FMSearch
-    from bowmap.align.smith_waterman import PackedText, Scoring, SmithWaterman
+    from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
+    from bowmap.align.extend.smith_waterman import PackedText, Scoring, SmithWaterman
     from bowmap.align.workers import owner_shared_buffers
 
     rng = np.random.default_rng(29)
@@ -124,7 +124,7 @@ def small_index(tmp_path):
 def test_an_owner_process_serves_kernels_and_copies_as_the_device_itself(device, small_index):
     import pyopencl as cl
 
-    from bowmap.align.smith_waterman import PackedText
+    from bowmap.align.extend.smith_waterman import PackedText
     from bowmap.index.load import load_index
     from bowmap.runtime.devices import make_buffer
 

@@ -30,7 +30,7 @@ class ReadChunk:
     qualities: np.ndarray | None  # uint8 Phred+33 characters as in the file, offsets as codes; None for FASTA
     # Paired-end: reads 2k and 2k + 1 are the two mates of pair k (R1 first, one name), and the
     # insert-size model the pairs stage uses travels with the chunk (None: this chunk is the
-    # model's sample, see bowmap.align.pairs).
+    # model's sample, see bowmap.align.extend.pairs).
     paired: bool = False
     insert_model: object = None
     # Bytes of the input file (compressed bytes for gzip, R1's for pairs) read through this

@@ -45,7 +45,7 @@ def bwt_symbol(block: IndexBlock, rows: np.ndarray) -> np.ndarray:
 
 
 def search(block: IndexBlock, codes, offsets, lengths) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Same contract as :meth:`bowmap.align.fm_search.FMSearch.search`."""
+    """Same contract as :meth:`bowmap.align.seed.fm_search.FMSearch.search`."""
     codes = np.asarray(codes, dtype=np.int64)
     offsets = np.asarray(offsets, dtype=np.int64)
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -85,7 +85,7 @@ def _marked(block: IndexBlock, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def locate(block: IndexBlock, rows) -> np.ndarray:
-    """Same contract as :meth:`bowmap.align.fm_search.FMSearch.locate`."""
+    """Same contract as :meth:`bowmap.align.seed.fm_search.FMSearch.locate`."""
     rows = np.asarray(rows, dtype=np.int64).copy()
     positions = np.zeros(len(rows), dtype=np.int64)
     steps = np.zeros(len(rows), dtype=np.int64)
@@ -102,7 +102,7 @@ def locate(block: IndexBlock, rows) -> np.ndarray:
 
 
 def locate_intervals(block: IndexBlock, lo, hi) -> np.ndarray:
-    """Same contract as :meth:`bowmap.align.fm_search.FMSearch.locate_intervals`: every row of every
+    """Same contract as :meth:`bowmap.align.seed.fm_search.FMSearch.locate_intervals`: every row of every
     interval [lo, hi), interval after interval, located."""
     lo = np.asarray(lo, dtype=np.int64)
     sizes = np.asarray(hi, dtype=np.int64) - lo

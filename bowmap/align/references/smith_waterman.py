@@ -1,5 +1,5 @@
 """Reference of ``opencl/align/smith_waterman.cl``: affine-gap Smith-Waterman (local) or glocal DP with
-traceback, following the kernels' tie rules exactly (see :mod:`bowmap.align.smith_waterman`).
+traceback, following the kernels' tie rules exactly (see :mod:`bowmap.align.extend.smith_waterman`).
 
 Two versions of the same function:
 
@@ -276,7 +276,7 @@ def _run(scoring, with_traceback, *arrays):
 
 
 def best(scoring, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
-    """Same contract as :meth:`bowmap.align.smith_waterman.SmithWaterman.best`."""
+    """Same contract as :meth:`bowmap.align.extend.smith_waterman.SmithWaterman.best`."""
     score, _, read_end, _, window_end, _ = _run(
         scoring, False, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows
     )
@@ -284,7 +284,7 @@ def best(scoring, read_codes, read_offsets, read_lengths, window_codes, window_o
 
 
 def traceback(scoring, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
-    """Same contract as :meth:`bowmap.align.smith_waterman.SmithWaterman.traceback`."""
+    """Same contract as :meth:`bowmap.align.extend.smith_waterman.SmithWaterman.traceback`."""
     score, read_start, read_end, window_start, window_end, cigars = _run(
         scoring, True, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows
     )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bowmap.align.mapq import NO_SCORE
+from bowmap.align.extend.mapq import NO_SCORE
 from bowmap.runtime.arrays import windows as row_windows
 
 # Microsatellites: repeat units of 1 to 6 bases.

@@ -1,4 +1,4 @@
-"""The extend stage: Smith-Waterman (kernels of :mod:`bowmap.align.smith_waterman`) over every
+"""The extend stage: Smith-Waterman (kernels of :mod:`bowmap.align.extend.smith_waterman`) over every
 candidate window of a chunk, the best and second best alignment of each read, the rescue of
 poor reads by dense seeds, and the traceback of each read's best -> CIGAR, position, MAPQ.
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.mapq import NO_SCORE
+from bowmap.align.extend.mapq import NO_SCORE
 from bowmap.align.options import AlignOptions
-from bowmap.align.tandem import REPEAT_SHARE_POWER, periodic_share, tandem_scores
-from bowmap.align.windows import Windows
+from bowmap.align.extend.tandem import REPEAT_SHARE_POWER, periodic_share, tandem_scores
+from bowmap.align.seed.filter import Windows
 from bowmap.runtime.arrays import segment_ranges, unique
 
 
@@ -84,7 +84,7 @@ def read_hashes(codes: np.ndarray, offsets: np.ndarray, reads: np.ndarray) -> np
 # mem_sort_dedup_patch). One more condition keeps copies of a read along a minisatellite apart:
 # their starts, ends or diagonals lie within SAME_ALIGNMENT_BASES of each other. A copy found
 # twice shares one of them (a clipped copy its unclipped end and diagonal), a shift by one unit
-# of a microsatellite too (its cost is the tandem score's, bowmap.align.tandem); a read shifted
+# of a microsatellite too (its cost is the tandem score's, bowmap.align.extend.tandem); a read shifted
 # by a longer unit along a minisatellite aligns about as well there, a true rival.
 SAME_ALIGNMENT_BASES = 16
 MORE_THAN_HALF = 0.5
@@ -292,7 +292,7 @@ class Extender:
         return Scored(windows, score, read_end, window_end, best, best_score, second_score, suboptimal, self.scoring.match)
 
     def tandem(self, scored: Scored, chosen_window: np.ndarray) -> np.ndarray:
-        """Each read's tandem score (bowmap.align.tandem) for its window ``chosen_window`` (-1:
+        """Each read's tandem score (bowmap.align.extend.tandem) for its window ``chosen_window`` (-1:
         none, NO_SCORE)."""
         windows, index = scored.windows, self.index
         chosen = np.flatnonzero(chosen_window >= 0)
@@ -336,7 +336,7 @@ class Extender:
         score, read_start, read_end, window_start, _, cigar_ops, cigar_starts, cigar_lengths = self.smith_waterman.traceback(
             *self._sequences(windows), pair_reads[chosen], chosen
         )
-        from bowmap.align.smith_waterman import cigar_scores
+        from bowmap.align.extend.smith_waterman import cigar_scores
 
         reads = windows.read[chosen]
         score = cigar_scores(self.scoring, score, read_start, read_end, self.lengths[reads])
@@ -380,8 +380,8 @@ class Extender:
         weighs ``compared_score`` against ``second_score`` (both less the clip penalty of each
         end they clip: with AS in place of the best, a clipped wrong hit over a clipped second
         got a higher MAPQ than the scores that chose it support), unless ``mapq`` is given."""
-        from bowmap.align.mapq import mapping_quality
-        from bowmap.align.sam import NO_SCORE, ChunkAlignments
+        from bowmap.align.extend.mapq import mapping_quality
+        from bowmap.align.output.sam import NO_SCORE, ChunkAlignments
 
         count, lengths, windows = self.count, self.lengths, scored.windows
         mapped, traced = primaries if primaries is not None else self.primaries(scored, chosen_window, compared_score)[:2]

@@ -261,7 +261,7 @@ class FMSearch:
             self._block_results.append(ReusedBuffer(self.device.context, cl.mem_flags.READ_WRITE))
         results = [staging.at_least(3 * 4 * 2 * half) for staging in self._block_results[: len(blocks)]]
         # Last block first: seed_hits then locates first to last, so where blocks are streamed
-        # through a few device slots (bowmap.align.residency) each sweep begins with the blocks
+        # through a few device slots (bowmap.align.seed.residency) each sweep begins with the blocks
         # the one before ended on, still resident. The results do not depend on the order.
         for block, block_results in reversed(list(zip(blocks, results))):
             self.last_kernel_event = self._seed_search(
@@ -288,7 +288,7 @@ class FMSearch:
 
     def seed_hits(self, blocks: list[DeviceBlock], codes, read_starts, seed_first, read_offset, seed_length: int, max_occurrences: int,
                   budget: int, buffers: HitBuffers, overlaps: OverlapTable | None = None) -> tuple[DeviceHits, np.ndarray]:
-        """Search a round of seeds of one length, choose them (:func:`bowmap.align.seeds.choose_seeds`)
+        """Search a round of seeds of one length, choose them (:func:`bowmap.align.seed.seeds.choose_seeds`)
         and locate the chosen ones' every occurrence, all on the device: the hits stay there for
         seed_windows.cl, only per-read counts come back, and the seeds travel as their offsets in
         their reads. Seeds: every read's forward seeds (read r's are ``seed_first[r] ..

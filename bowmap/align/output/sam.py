@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.mapq import NO_SCORE, mapping_quality
-from bowmap.align.reference import ReferenceText
-from bowmap.align.sam_text import (
+from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
+from bowmap.align.output.reference import ReferenceText
+from bowmap.align.output.sam_text import (
     constant_text,
     cut_rows,
     decimal_text,

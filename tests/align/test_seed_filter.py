@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from conftest import build_test_index, codes_to_text, random_genome
 
-from bowmap.align.fm_search import DeviceBlock, FMSearch
+from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
 from bowmap.align.references import fm_search as reference
-from bowmap.align.seeds import SeedOptions, extract_seeds
-from bowmap.align.windows import SeedFilter
+from bowmap.align.seed.seeds import SeedOptions, extract_seeds
+from bowmap.align.seed.filter import SeedFilter
 
 COMPLEMENT = np.array([3, 2, 1, 0, 4], dtype=np.uint8)
 
@@ -102,7 +102,7 @@ def test_reads_whose_seeds_all_fail_are_seeded_again(tmp_path, device):
 
 @pytest.mark.parametrize("limit", [1, 2, 5, 16])
 def test_keep_best_takes_half_from_each_strand_then_the_best_of_the_rest(limit):
-    from bowmap.align.windows import SeedFilter, Windows
+    from bowmap.align.seed.filter import SeedFilter, Windows
 
     rng = np.random.default_rng(limit)
     reads = np.sort(rng.integers(0, 40, 900))
@@ -154,7 +154,7 @@ def random_hits(rng, index, reads, lengths, per_read_high):
 
 @pytest.mark.parametrize("limit, margin", [(16, 32), (1, 32), (2, 5), (5, 0), (7, 100)])
 def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin):
-    from bowmap.align.windows import Windows
+    from bowmap.align.seed.filter import Windows
 
     rng = np.random.default_rng(limit * 1000 + margin)
     holed = codes_to_text(random_genome(rng, 5_123))
@@ -204,7 +204,7 @@ def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin
 def test_device_windows_need_32_bit_positions(tmp_path):
     from types import SimpleNamespace
 
-    from bowmap.align.windows import DeviceWindows
+    from bowmap.align.seed.filter import DeviceWindows
 
     def index(total, contigs, longest=1024):
         return SimpleNamespace(total_length=total, max_read_length=longest, contig_starts=np.zeros(contigs, dtype=np.int64), ambiguous_starts=[])
@@ -217,7 +217,7 @@ def test_device_windows_need_32_bit_positions(tmp_path):
 
 
 def test_windows_order_by_one_key_equals_the_lexsort():
-    from bowmap.align.windows import _by_read_strand_start
+    from bowmap.align.seed.filter import _by_read_strand_start
 
     rng = np.random.default_rng(8)
     for count, text_length in ((0, 10), (1, 10), (1000, 5000), (20000, 64_000_000), (300, 2**61)):  # the last: no room for the key
@@ -252,7 +252,7 @@ def seeded_reads(rng, genome, count, length, near=()):
 def test_choose_seeds_kernel_equals_the_reference(device, seed):
     import pyopencl as cl
 
-    from bowmap.align.seeds import choose_seeds
+    from bowmap.align.seed.seeds import choose_seeds
 
     rng = np.random.default_rng(seed)
     searcher = FMSearch(device)
@@ -323,7 +323,7 @@ def test_seed_hits_on_the_device_equal_the_host_hits(device, blocked_genome, see
     blocks hold it (the host makes them unique)."""
     import pyopencl as cl
 
-    from bowmap.align.fm_search import HitBuffers
+    from bowmap.align.seed.fm_search import HitBuffers
 
     genome, index, overlaps = blocked_genome
     rng = np.random.default_rng(seed_length * 100 + budget + len(index.blocks))
@@ -370,7 +370,7 @@ def test_seed_hits_on_the_device_equal_the_host_hits(device, blocked_genome, see
 
 
 def test_hit_layout_places_every_block_after_the_previous_ones():
-    from bowmap.align.fm_search import hit_layout
+    from bowmap.align.seed.fm_search import hit_layout
 
     rng = np.random.default_rng(4)
     for blocks, reads in ((1, 0), (1, 5), (2, 0), (2, 1), (3, 17), (4, 300)):

@@ -9,7 +9,7 @@ branch), with the read length in place of the alignment's span:
   ``max(a + b, gap open + extend)`` of the best (bwa's ``sub_n``).
 * ``sub`` = ``max(S2, T, MIN_SEED_BASES * a)``: a second hit is never assumed worse than a bare
   exact seed of 19 bases, as bwa; ``T`` is the read's tandem score (bwa's ``csub``: the best
-  alignment slid by a microsatellite's unit, see bowmap.align.tandem); ``MAPQ = 0`` when
+  alignment slid by a microsatellite's unit, see bowmap.align.extend.tandem); ``MAPQ = 0`` when
   ``S1 <= 0`` or ``sub >= S1``.
 * identity ``i = 1 - (L a - S1) / ((a + b) L)``; ``t = i^2`` for reads under 50 bases, else
   ``t = i^2 ln(50) / ln(L)``;
@@ -18,12 +18,12 @@ branch), with the read length in place of the alignment's span:
 
 bwa then scales by ``1 - frac_rep`` (the share of the read covered by seeds occurring more than
 500 times), last: ``q = int(q (1 - frac_rep) + 0.499)``. bowmap does the same with ``repetitive``
-in its place (bowmap.align.tandem's ``periodic_share``, to the power REPEAT_SHARE_POWER, for
+in its place (bowmap.align.extend.tandem's ``periodic_share``, to the power REPEAT_SHARE_POWER, for
 reads whose alignment ends in a microsatellite, Extender.repeat_share): the share of the read in
 microsatellites, where every seed is that repetitive; seeds of interspersed repeats are not
 counted (their reads' MAPQ holds as it is, see the README). For single reads and mates left
 unpaired; a pair's MAPQ is scaled by the mean of its mates' shares instead
-(bowmap.align.pairs.pair_quality). MAPQ 255 ("not available") is never produced.
+(bowmap.align.extend.pairs.pair_quality). MAPQ 255 ("not available") is never produced.
 """
 
 from __future__ import annotations

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import Extender, Scored, mix, read_hashes, rival_scores
-from bowmap.align.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality, repeat_scaled, suboptimal_penalty
-from bowmap.align.windows import Windows
+from bowmap.align.extend.extender import Extender, Scored, mix, read_hashes, rival_scores
+from bowmap.align.options import AlignOptions
+from bowmap.align.extend.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality, repeat_scaled, suboptimal_penalty
+from bowmap.align.seed.filter import Windows
 from bowmap.runtime.arrays import run_ranks, segment_ranges, unique
 from bowmap.runtime.errors import UsageError
 
-UNPAIRED_PENALTY = 17  # bwa mem's -U
 SAMPLE_PAIRS = 25_000  # the first pairs of the input the model is estimated from
 MIN_MODEL_PAIRS = 10  # bwa's MIN_DIR_CNT
 MAX_INSERT = 10_000  # pairs farther apart do not enter the model (bwa's max_ins)
@@ -367,7 +367,7 @@ def pair_quality(pair_score, against, suboptimal, repetitive_first, repetitive_s
     return repeat_scaled(quality, share).astype(np.int64)
 
 
-def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty: int = UNPAIRED_PENALTY) -> tuple[Scored, PairChoice]:
+def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty: int = AlignOptions.unpaired_penalty) -> tuple[Scored, PairChoice]:
     """Rescue lonely mates, then choose each pair's alignments and their MAPQ (see the module
     docstring). Returns the scored windows (with the rescue windows) and the choice."""
     count, scoring = extender.count, extender.scoring

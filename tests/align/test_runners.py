@@ -11,7 +11,7 @@ from process_workers import (
     Chunk,  # spawned workers unpickle chunks: a module they can import
 )
 
-from bowmap.align.pipeline import run_processes, run_serial, run_threaded
+from bowmap.align.runners import OrderedWriter, run_processes, run_serial, run_threaded
 from bowmap.runtime.errors import BowmapError
 
 
@@ -23,6 +23,37 @@ def slow_square(chunk: Chunk) -> Chunk:
 def plus_one(chunk: Chunk) -> Chunk:
     time.sleep(random.random() * 0.002)
     return Chunk(chunk.number, chunk.value + 1)
+
+
+def test_the_ordered_writer_writes_in_number_order_and_says_what_it_lost():
+    import threading
+
+    out, in_flight = [], threading.Semaphore(0)
+    writer = OrderedWriter(out.append, in_flight)
+    for number in (2, 0, 3, 1):
+        writer.add(number, f"result {number}")
+        assert out == [f"result {n}" for n in range(len(out))]
+    assert len(out) == 4 and all(in_flight.acquire(blocking=False) for _ in range(4)) and not in_flight.acquire(blocking=False)
+    writer.finish(4)
+    writer.add(5, "result 5")  # 4 never came
+    with pytest.raises(RuntimeError, match="lost chunks: 4 of 6 written"):
+        writer.finish(6)
+
+
+def test_the_serial_run_writes_through_the_same_writer():
+    out = []
+    with pytest.raises(RuntimeError, match="lost chunks: 1 of 3 written"):
+        run_serial([Chunk(0, 1), Chunk(2, 3), Chunk(3, 4)], [slow_square], lambda chunk: out.append(chunk.value))
+    assert out == [1]
+
+
+def test_chunk_counts_add_up():
+    from bowmap.align.workers import ChunkResult, Counts
+
+    totals = Counts()
+    for result in (ChunkResult(b"x", Counts(10, 8, 6, 1)), ChunkResult(b"", Counts(5, 4, 2, 0))):
+        totals += result.counts
+    assert totals == Counts(reads=15, mapped=12, proper=8, several=1)
 
 
 @pytest.mark.parametrize("first, second, queue_size", [(1, 1, 1), (3, 2, 1), (4, 4, 8)])
@@ -93,7 +124,7 @@ def test_one_slow_chunk_does_not_let_later_results_pile_up():
 
 
 def test_at_most_start_at_once_workers_hold_the_start_gate(tmp_path):
-    from bowmap.align.pipeline import START_AT_ONCE
+    from bowmap.align.runners import START_AT_ONCE
 
     processes = START_AT_ONCE + 2
     out = []
@@ -131,12 +162,12 @@ def test_a_failing_process_stops_the_run(starter, error, text):
     assert [number for number, _, _ in out] == list(range(len(out))) and len(out) <= 12
 
 
-def test_results_led_by_text_arrive_whole_and_in_order():
+def test_results_with_text_arrive_whole_and_in_order():
     chunks = [Chunk(number, number * 3 % 17) for number in range(30)]
     out = []
     run_processes(chunks, process_workers.TextSquares(), out.append, 3, queue_size=1)
-    assert [result[:2] for result in out] == [process_workers.text_square(chunk)[:2] for chunk in chunks]
-    assert all(isinstance(result[0], bytes) for result in out)
+    assert [(result.text, result.number) for result in out] == [(expected.text, expected.number) for expected in map(process_workers.text_square, chunks)]
+    assert all(type(result) is process_workers.TextResult and isinstance(result.text, bytes) for result in out)
 
 
 def test_a_bad_record_stops_the_processes():

@@ -1,4 +1,6 @@
-"""Threads and queues only: the reader, the stage workers and the writer of `bowmap align`.
+"""The runners of `bowmap align`: serial (:func:`run_serial`), threaded (:func:`run_threaded`)
+and worker processes (:func:`run_processes`), with one bounded reader (:meth:`_Run.read`) and one
+in-order writer (:class:`OrderedWriter`) shared by all three. Threads, queues and processes only.
 
 The work itself lives in plain functions of a chunk (seed/filter, Smith-Waterman, formatting),
 so :func:`run_serial` can call them without threads (for debugging, and as the reference the
@@ -8,11 +10,14 @@ threaded run must match byte for byte).
 
 Each worker is a callable owning its own device queue and buffers. Queues are bounded, so
 memory stays flat whatever the input size. The first exception in any thread stops every thread
-promptly and is raised again in the caller's thread.
+promptly and is raised again in the caller's thread. A result whose ``text`` is bytes (the
+aligner's :class:`bowmap.align.workers.ChunkResult`) crosses from a worker process as raw bytes
+beside the rest of it, pickled (see :func:`_worker_process`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import sys
@@ -28,11 +33,39 @@ class _Stop(Exception):
     """Raised inside a thread when another thread failed: unwind quietly."""
 
 
+class OrderedWriter:
+    """The one in-order writer of every runner: results come numbered 0, 1, 2, ... (their chunk's
+    ``number``) in any order, and ``write`` gets them in that order. Each result written releases
+    ``in_flight`` once (the semaphore the reader takes a chunk), so chunks held here until the
+    ones before them are written count against the run's bound on chunks in flight."""
+
+    def __init__(self, write: Callable, in_flight: threading.Semaphore | None = None):
+        self.write = write
+        self.in_flight = in_flight
+        self.waiting: dict = {}
+        self.written = 0
+
+    def add(self, number: int, result) -> None:
+        waiting = self.waiting
+        waiting[number] = result
+        while self.written in waiting:
+            self.write(waiting.pop(self.written))
+            if self.in_flight is not None:
+                self.in_flight.release()
+            self.written += 1
+
+    def finish(self, sent: int) -> None:
+        """Every one of the ``sent`` chunks written, or an error."""
+        if self.waiting or self.written != sent:
+            raise RuntimeError(f"pipeline lost chunks: {self.written} of {sent} written")
+
+
 class _Run:
     def __init__(self):
         self.failed = threading.Event()
         self.error: BaseException | None = None
         self.lock = threading.Lock()
+        self.sent = 0  # chunks the reader has handed out
 
     def fail(self, error: BaseException) -> None:
         with self.lock:
@@ -59,6 +92,18 @@ class _Run:
             except queue.Empty:
                 continue
 
+    def read(self, chunks: Iterable, channel, in_flight: threading.Semaphore, end, ends: int) -> None:
+        """The one bounded reader: each chunk into ``channel`` as ``(number, chunk)`` once
+        ``in_flight`` admits it, then ``ends`` end markers ``end``."""
+        for chunk in chunks:
+            while not in_flight.acquire(timeout=_POLL_SECONDS):
+                if self.failed.is_set():
+                    raise _Stop
+            self.put(channel, (chunk.number, chunk))
+            self.sent += 1
+        for _ in range(ends):
+            self.put(channel, end)
+
     def thread(self, target, *args) -> threading.Thread:
         def body():
             try:
@@ -73,10 +118,14 @@ class _Run:
 
 def run_serial(chunks: Iterable, stages: list[Callable], write: Callable) -> None:
     """The same work as :func:`run_threaded`, in this thread, one chunk at a time."""
+    writer, sent = OrderedWriter(write), 0
     for chunk in chunks:
+        number = chunk.number
         for stage in stages:
             chunk = stage(chunk)
-        write(chunk)
+        writer.add(number, chunk)
+        sent += 1
+    writer.finish(sent)
 
 
 def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable, queue_size: int = 4) -> None:
@@ -88,15 +137,6 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
     # Chunks in flight, queued or held by the writer until the ones before them are written: a
     # bound, so one slow chunk cannot make finished ones pile up in the writer's memory.
     in_flight = threading.Semaphore(queue_size * (len(stages) + 1) + sum(len(workers) for workers in stages))
-
-    def read():
-        for chunk in chunks:
-            while not in_flight.acquire(timeout=_POLL_SECONDS):
-                if run.failed.is_set():
-                    raise _Stop
-            run.put(channels[0], (chunk.number, chunk))
-        for _ in stages[0]:
-            run.put(channels[0], _END)
 
     def work(stage: int, worker: Callable, done: list[int]):
         source, target = channels[stage], channels[stage + 1]
@@ -111,17 +151,12 @@ def run_threaded(chunks: Iterable, stages: list[list[Callable]], write: Callable
                 run.put(target, _END)
 
     def write_in_order():
-        waiting, next_number = {}, 0
+        writer = OrderedWriter(write, in_flight)
         while (item := run.get(channels[-1])) is not _END:
-            waiting[item[0]] = item[1]
-            while next_number in waiting:
-                write(waiting.pop(next_number))
-                in_flight.release()
-                next_number += 1
-        if waiting:
-            raise RuntimeError(f"pipeline lost chunks before {min(waiting)}")
+            writer.add(*item)
+        writer.finish(run.sent)  # the reader is done: its end markers came before this one
 
-    threads = [run.thread(read)]
+    threads = [run.thread(run.read, chunks, channels[0], in_flight, _END, len(stages[0]))]
     for stage, workers in enumerate(stages):
         done = [0]
         threads += [run.thread(work, stage, worker, done) for worker in workers]
@@ -214,11 +249,11 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
         try:
             while (message := outgoing.get()) is not None:
                 kind, number, payload = message
-                if kind == "result" and isinstance(payload, tuple) and payload and isinstance(payload[0], bytes):
-                    # A result led by its text (SAM): the text goes as raw bytes after a small
-                    # header, so neither side copies it into or out of a pickle.
-                    results.send(("text", number, payload[1:]))
-                    results.send_bytes(payload[0])
+                if kind == "result" and isinstance(getattr(payload, "text", None), bytes):
+                    # A result with its text (SAM): the text goes as raw bytes after the rest,
+                    # so neither side copies it into or out of a pickle.
+                    results.send(("text", number, dataclasses.replace(payload, text=b"")))
+                    results.send_bytes(payload.text)
                 else:
                     results.send(message)
         except OSError:  # the parent has gone: nobody to tell
@@ -372,19 +407,7 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
         context.Process(target=_worker_process, args=(start_worker, rank, inbox, pipes[rank][1], gate), daemon=True)
         for rank in range(processes)
     ]
-    sent = [0]
-
-    def read():
-        for chunk in chunks:
-            while not in_flight.acquire(timeout=_POLL_SECONDS):
-                if run.failed.is_set():
-                    raise _Stop
-            run.put(inbox, (chunk.number, chunk))
-            sent[0] += 1
-        for _ in workers:
-            run.put(inbox, None)
-
-    reader = run.thread(read)
+    reader = run.thread(run.read, chunks, inbox, in_flight, None, processes)
     spawned = time.monotonic()
     _start(workers)
     for _, child_end in pipes:
@@ -392,7 +415,7 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     reader.start()
     open_pipes = {receiving: rank for rank, (receiving, _) in enumerate(pipes)}
     try:
-        waiting, next_number = {}, 0
+        writer = OrderedWriter(write, in_flight)
         while open_pipes:
             if run.failed.is_set():
                 break
@@ -400,8 +423,8 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
                 rank = open_pipes[connection]
                 try:
                     kind, number, payload = connection.recv()
-                    if kind == "text":  # see _worker_process: (text, *rest) sent in two parts
-                        kind, payload = "result", (connection.recv_bytes(), *payload)
+                    if kind == "text":  # see _worker_process: a result and its text, sent in two parts
+                        kind, payload = "result", dataclasses.replace(payload, text=connection.recv_bytes())
                 except (EOFError, OSError):
                     workers[rank].join(1.0)
                     raise RuntimeError(
@@ -416,16 +439,11 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
                     if ready is not None:
                         ready(rank, {"spawned": spawned, **payload})
                 elif kind == "result":
-                    waiting[number] = payload
-                    while next_number in waiting:
-                        write(waiting.pop(next_number))
-                        in_flight.release()
-                        next_number += 1
+                    writer.add(number, payload)
         reader.join()
         if run.error is not None:
             raise run.error
-        if waiting or next_number != sent[0]:
-            raise RuntimeError(f"pipeline lost chunks: {next_number} of {sent[0]} written")
+        writer.finish(run.sent)
     except BaseException as error:
         run.fail(error)
         for worker in workers:

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.extend import Extender, Places, Scored, Traced, new_windows, rival_scores
-from bowmap.align.mapq import NO_SCORE, mapping_quality
+from bowmap.align.extend.extender import Extender, Places, Scored, Traced, new_windows, rival_scores
+from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
 from bowmap.align.options import RecordOptions
-from bowmap.align.windows import Windows
+from bowmap.align.seed.filter import Windows
 from bowmap.runtime.arrays import run_ranks, segment_ranges
 
 XA_RATIO = 0.8  # bwa's XA_drop_ratio: alternatives scoring at least this share of the primary
@@ -59,19 +59,6 @@ class Others:
 
 
 ALTERNATIVE, SECONDARY, SUPPLEMENTARY = 0, 1, 2
-
-
-def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None):
-    """A single-end chunk's records: Smith-Waterman over every candidate window, the traceback
-    of each read's best, and its other records (:func:`chunk_alignments`).
-
-    With a ``rescuer`` (a SeedFilter on ``smith_waterman``'s queue: it reads the chunk's reads
-    sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
-    perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`),
-    scored and ranked with the others."""
-    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
-    scored = extender.scored(windows, rescuer)
-    return chunk_alignments(extender, scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal, rescuer=rescuer)
 
 
 def chunk_alignments(extender: Extender, scored: Scored, chosen, compared, second, suboptimal, mapq=None, proper=None, rescuer=None):
@@ -314,7 +301,7 @@ def with_other_records(primary, others: Others, options: RecordOptions):
     """``primary`` (ChunkAlignments, one row a read) with the supplementary and secondary
     records of ``others`` as rows of their own after each read's primary (supplementary first,
     then secondaries by rank), SA partners linked, and the alternatives for XA."""
-    from bowmap.align.sam import ChunkAlignments
+    from bowmap.align.output.sam import ChunkAlignments
 
     count = len(primary.mapped)
     written = others.role != ALTERNATIVE
@@ -360,7 +347,7 @@ def with_other_records(primary, others: Others, options: RecordOptions):
 
 def alternatives_of(others: Others):
     """The XA entries of ``others`` as ChunkAlignments rows (read_index: their reads)."""
-    from bowmap.align.sam import ChunkAlignments
+    from bowmap.align.output.sam import ChunkAlignments
 
     listed = others.role == ALTERNATIVE
     traced = others.traced.subset(listed)

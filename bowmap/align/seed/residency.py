@@ -1,6 +1,6 @@
 """Which index blocks are on the device, under the memory bowmap may use of it (`align --device-mem`).
 
-Usually every block is uploaded once per device (:class:`bowmap.align.fm_search.DeviceBlock`).
+Usually every block is uploaded once per device (:class:`bowmap.align.seed.fm_search.DeviceBlock`).
 When the blocks, the packed text and the chunks' buffers do not fit together, the blocks are
 streamed: a :class:`BlockResidency` holds a few *slots* (device buffers as large as the largest
 block), the packed text stays resident (Smith-Waterman reads windows from it), and a block is
@@ -28,7 +28,7 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.cltypes as cltypes
 
-from bowmap.align.fm_search import FMSearch
+from bowmap.align.seed.fm_search import FMSearch
 from bowmap.index.load import FMIndex, IndexBlock
 from bowmap.runtime.devices import DeviceContext, format_memory, wait_idle
 from bowmap.runtime.errors import BowmapError
@@ -63,7 +63,7 @@ HOST_SHARE = 0.5
 
 
 def text_device_bytes(index: FMIndex) -> int:
-    """The packed text on the device (:class:`bowmap.align.smith_waterman.PackedText`): 2 bits a
+    """The packed text on the device (:class:`bowmap.align.extend.smith_waterman.PackedText`): 2 bits a
     base, and a bit a base marking ambiguous ones where there are any."""
     return int(index.packed.nbytes) + (-(-index.total_length // 8) if len(index.ambiguous_starts) else 0)
 
@@ -266,7 +266,7 @@ class BlockResidency:
 
 
 class StreamedBlock:
-    """A :class:`bowmap.align.fm_search.DeviceBlock` whose buffers are those of the slot its
+    """A :class:`bowmap.align.seed.fm_search.DeviceBlock` whose buffers are those of the slot its
     :class:`BlockResidency` holds it in, copied in when a kernel's arguments first name them."""
 
     def __init__(self, residency: BlockResidency, position: int, block: IndexBlock):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bowmap.align.fm_search import (
+from bowmap.align.seed.fm_search import (
     DeviceBlock,
     DeviceHits,
     FMSearch,
@@ -22,7 +22,7 @@ from bowmap.align.fm_search import (
     OverlapTable,
     seed_hits_fit,
 )
-from bowmap.align.seeds import (
+from bowmap.align.seed.seeds import (
     SeedOptions,
     Seeds,
     choose_seeds,

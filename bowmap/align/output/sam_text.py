@@ -1,4 +1,4 @@
-"""Text matrices for SAM formatting (bowmap.align.sam): NUL-padded ``uint8`` rows, one a line,
+"""Text matrices for SAM formatting (bowmap.align.output.sam): NUL-padded ``uint8`` rows, one a line,
 built with NumPy for many lines at once; the NUL padding is dropped when lines are joined."""
 
 from __future__ import annotations

@@ -1,0 +1,41 @@
+"""The extend stage's entry: a chunk and its candidate windows -> its alignments, one function
+of the chunk for single-end and paired reads (:func:`extend_chunk`), and the paired model's
+sample chunk -> its confident pairs' observations (:func:`pair_observations`).
+
+Each scores every window by Smith-Waterman (:class:`bowmap.align.extend.extender.Extender`),
+then, single-end, takes each read's best; paired, chooses each pair's alignments under the
+chunk's insert-size model (:func:`bowmap.align.extend.pairs.choose_pairs`); then traces them and
+adds the records beyond the primary (:func:`bowmap.align.extend.records.chunk_alignments`).
+"""
+
+from __future__ import annotations
+
+from bowmap.align.extend.extender import Extender
+from bowmap.align.extend.pairs import choose_pairs, sample_observations
+from bowmap.align.extend.records import chunk_alignments
+
+
+def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None):
+    """A chunk's records (``ChunkAlignments``): Smith-Waterman over every candidate window, the
+    traceback of each read's best (a paired chunk: of each pair's choice, under
+    ``chunk.insert_model``), and its other records (:func:`chunk_alignments`).
+
+    With a ``rescuer`` (a SeedFilter on ``smith_waterman``'s queue: it reads the chunk's reads
+    sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
+    perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`),
+    scored and ranked with the others; a pair's missing mates are rescued with it."""
+    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
+    scored = extender.scored(windows, rescuer)
+    if not chunk.paired:
+        return chunk_alignments(extender, scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal, rescuer=rescuer)
+    scored, choice = choose_pairs(scored, extender, chunk.insert_model, options.unpaired_penalty)
+    return chunk_alignments(extender, scored, choice.window, choice.score, choice.second, scored.suboptimal, choice.mapq, choice.proper,
+                            rescuer=rescuer)
+
+
+def pair_observations(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None) -> tuple:
+    """The paired model's sample chunk (no ``insert_model`` yet), its mates mapped as single
+    reads: the orientations and insert sizes of its confident pairs
+    (:func:`bowmap.align.extend.pairs.sample_observations`)."""
+    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options)
+    return sample_observations(extender.scored(windows, rescuer), extender)
