@@ -131,7 +131,6 @@ def test_an_empty_input_maps_to_a_header_with_a_warning(index, tmp_path, capsys,
 def test_a_killed_index_build_leaves_quietly_and_the_next_build_clears_up(tmp_path):
     """SIGKILL to `bowmap index` while block workers run: the workers leave with it, printing
     nothing; the next build of the same prefix removes the killed build's temporary folder."""
-    import signal
     import time
 
     import numpy as np

@@ -9,7 +9,6 @@ Genome coordinates: 0-based text positions (one contig, so positions on it too).
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from bowmap.align.extend.mapq import NO_SCORE
 

@@ -4,6 +4,7 @@ last row of an id wins), and the pairs' copies keeping each mate's /1 or /2 last
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
