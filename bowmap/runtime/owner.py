@@ -51,6 +51,8 @@ class DeviceOwner:
         self._closed = False
         self._connections: list = []
         self._released_early: set = set()  # see _release
+        self._retired: list = []  # kernels of clients that have gone (see _serve)
+        self._info_kernels: dict = {}  # (program key, name) -> a kernel asked about (kernel_info)
         # Many short holds of the GIL by the serving threads: hand it over sooner than every 5 ms.
         if sys.getswitchinterval() > SWITCH_INTERVAL_SECONDS:
             sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
@@ -156,7 +158,13 @@ class DeviceOwner:
                     if self._clients[token] == 0:  # the process is gone: free what it made
                         for table in (self._buffers, self._queues, self._kernels):
                             for key in [key for key in table if key[0] == token]:
-                                del table[key]
+                                gone = table.pop(key)
+                                if table is self._kernels:
+                                    # Kept, not released: PoCL (the GPU image's, 2026) asserts in
+                                    # pocl_release_dlhandle_cache when kernels made by several
+                                    # threads are released, killing the owner mid-run. A few
+                                    # dozen a client, freed when the owner's process ends.
+                                    self._retired.append(gone)
                         self._released_early = {key for key in self._released_early if key[0] != token}
 
     @staticmethod
@@ -183,7 +191,11 @@ class DeviceOwner:
             return None
         if kind == "kernel_info":
             _, program_key, name, parameter = message
-            return int(cl.Kernel(device.program(*program_key), name).get_work_group_info(parameter, device.device))
+            with self._lock:  # one kernel a name for these questions, never released (see _retired)
+                kernel = self._info_kernels.get((program_key, name))
+                if kernel is None:
+                    kernel = self._info_kernels[program_key, name] = cl.Kernel(device.program(*program_key), name)
+            return int(kernel.get_work_group_info(parameter, device.device))
         if kind == "create":
             _, key, flags, size = message
             self._buffers[key] = cl.Buffer(device.context, flags, size=size)
@@ -226,7 +238,8 @@ class DeviceOwner:
                     _, key, program_key, name, queue_key, global_size, local_size, arguments = command
                     kernel = self._kernels.get(key)
                     if kernel is None:
-                        kernel = self._kernels[key] = cl.Kernel(device.program(*program_key), name)
+                        with self._lock:  # one at a time (see _retired)
+                            kernel = self._kernels[key] = cl.Kernel(device.program(*program_key), name)
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     busy.add(queue_key)
                     kernel(queue, global_size, local_size, *[
