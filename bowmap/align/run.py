@@ -40,6 +40,8 @@ log = logging.getLogger("bowmap.align")
 # so a run has at most 4 more chunks, and output never depends on where chunks are cut.
 FIRST_CHUNKS_RAMP = 4
 
+_KEPT_AFTER_INTERRUPT: list = []  # see run_align
+
 
 class _Background:
     """``function(*args)`` run in a daemon thread; :meth:`result` waits and re-raises its error."""
@@ -110,6 +112,7 @@ def run_align(options: AlignOptions) -> dict:
     model = _ModelHolder(options.insert_size, started_clock)
     owners = []  # the device owners of a run whose host workers share each device
     success = False
+    workers = []  # this process's own device workers (a run of one process)
     try:
         device_infos = parse_device_spec(options.devices, list_devices())
         if options.serial:
@@ -157,7 +160,6 @@ def run_align(options: AlignOptions) -> dict:
         options = dataclasses.replace(options, chunk_bases=plan.chunk_bases, queues_per_device=plan.queue_pairs)
         if plan.streamed:
             log.info("%s", plan.describe([info.name for info in device_infos]))
-        workers = []
         if processes == 1:
             reference_text = ReferenceText.from_index(index)
             set_up = {"context": 0.0, "programs": 0.0, "upload": 0.0}
@@ -237,6 +239,12 @@ def run_align(options: AlignOptions) -> dict:
                 raise first_pair_error(options.reads, options.mates, index.max_read_length, error) from None
             raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
+    except KeyboardInterrupt:  # ^C, or SIGTERM (bowmap.cli.Terminated)
+        # The stages' threads may still be running kernels: their device objects are kept until
+        # the process ends (bowmap.cli.entry leaves without releasing them), not released as
+        # this frame unwinds (PoCL asserted in pocl_release_dlhandle_cache: signal 6, no 143).
+        _KEPT_AFTER_INTERRUPT.append(workers)
+        raise
     finally:
         for owner in owners:
             owner.close()
