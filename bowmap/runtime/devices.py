@@ -256,6 +256,7 @@ class DeviceContext:
         self.context = cl.Context([device])
         self._programs: dict[tuple[str, tuple[str, ...]], object] = {}
         self._lock = threading.Lock()
+        self._shared_queue = None  # PoCL's one queue (see queue())
         self.build_seconds = 0.0  # spent in :meth:`program`'s builds (start-up's share: see bowmap.align.run)
 
     def program(self, source_name: str, options: tuple[str, ...] = ()):
@@ -276,11 +277,30 @@ class DeviceContext:
             return program
 
     def queue(self):
-        """A new in-order command queue: one per worker thread."""
+        """A new in-order command queue: one per worker thread; but on PoCL one queue for
+        every thread of the context (see POCL_ONE_QUEUE)."""
+        if POCL_ONE_QUEUE and self.info.platform == POCL_PLATFORM:
+            with self._lock:
+                if self._shared_queue is None:
+                    self._shared_queue = _opencl().CommandQueue(self.context, self.device)
+                return self._shared_queue
         return _opencl().CommandQueue(self.context, self.device)
 
     def __repr__(self) -> str:
         return f"DeviceContext({self.info.index}: {self.info.name})"
+
+
+# PoCL 5.0 (Ubuntu 24.04's, the GPU image's) aborts (pocl_release_dlhandle_cache: Assertion
+# `found->ref_count > 0') when one kernel runs on two queues at once with different grid sizes:
+# its cache of compiled work-group functions finds an entry by kernel, local size and "grid at
+# most as wide as the entry's", but a finished command releases the first entry of that kernel
+# and local size, which is the wider entry a later command prepended, so counts go wrong once
+# commands of one kernel overlap (bowmap's queues in threads, the device owner's clients; small
+# first chunks make the grids grow). One in-order queue for all of a PoCL context's threads
+# keeps its commands from overlapping; PoCL's CPU device runs each kernel on every core anyway,
+# and the threads' host work still overlaps the device's.
+POCL_PLATFORM = "Portable Computing Language"
+POCL_ONE_QUEUE = True
 
 
 @functools.lru_cache(maxsize=None)
