@@ -99,10 +99,10 @@ def _raise_terminated(signum, frame):
 def entry() -> None:
     """The ``bowmap`` program (its console script, and ``python -m bowmap``): :func:`main`, then
     an exit without the interpreter's teardown. The run has closed its outputs and ended its
-    processes by then; what the teardown would add is the release of OpenCL objects one by one,
-    which on an interrupted run may still be in use by a thread (SIGTERM on NVIDIA's OpenCL:
-    abort, signal 6, and a core dump instead of 143) and which some OpenCL drivers' own exit
-    handlers assert on (PoCL's pocl_release_dlhandle_cache)."""
+    processes by then; what the teardown would add is the release of the device context, its
+    programs, queues and buffers one by one, while an interrupted run's threads may still be
+    enqueueing on them. multiprocessing's own finalizers still run (a semaphore left behind
+    makes its resource tracker warn on standard error)."""
     code = main()
     try:
         if sys.stdout is not None:  # None: started with standard output closed
@@ -112,6 +112,9 @@ def entry() -> None:
         code = code or 141
     except OSError:
         code = code or 1
+    from multiprocessing import util
+
+    util._run_finalizers(0)  # noqa: SLF001 - what multiprocessing runs at exit, less the joins
     logging.shutdown()
     if sys.stderr is not None:
         sys.stderr.flush()

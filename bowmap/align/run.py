@@ -40,8 +40,6 @@ log = logging.getLogger("bowmap.align")
 # so a run has at most 4 more chunks, and output never depends on where chunks are cut.
 FIRST_CHUNKS_RAMP = 4
 
-_KEPT_AFTER_INTERRUPT: list = []  # see run_align
-
 
 class _Background:
     """``function(*args)`` run in a daemon thread; :meth:`result` waits and re-raises its error."""
@@ -239,12 +237,6 @@ def run_align(options: AlignOptions) -> dict:
                 raise first_pair_error(options.reads, options.mates, index.max_read_length, error) from None
             raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
-    except KeyboardInterrupt:  # ^C, or SIGTERM (bowmap.cli.Terminated)
-        # The stages' threads may still be running kernels: their device objects are kept until
-        # the process ends (bowmap.cli.entry leaves without releasing them), not released as
-        # this frame unwinds (PoCL asserted in pocl_release_dlhandle_cache: signal 6, no 143).
-        _KEPT_AFTER_INTERRUPT.append(workers)
-        raise
     finally:
         for owner in owners:
             owner.close()

@@ -51,7 +51,6 @@ class DeviceOwner:
         self._closed = False
         self._connections: list = []
         self._released_early: set = set()  # see _release
-        self._retired: list = []  # what clients that have gone made (see _serve)
         self._info_kernels: dict = {}  # (program key, name) -> a kernel asked about (kernel_info)
         # Many short holds of the GIL by the serving threads: hand it over sooner than every 5 ms.
         if sys.getswitchinterval() > SWITCH_INTERVAL_SECONDS:
@@ -155,16 +154,10 @@ class DeviceOwner:
             if token is not None:
                 with self._lock:
                     self._clients[token] -= 1
-                    if self._clients[token] == 0:  # the process is gone: forget what it made
+                    if self._clients[token] == 0:  # the process is gone: free what it made
                         for table in (self._buffers, self._queues, self._kernels):
                             for key in [key for key in table if key[0] == token]:
-                                # Kept, not released, until this process ends: the GPU image's
-                                # PoCL (2026) asserts in pocl_release_dlhandle_cache when a
-                                # departed client's queues and kernels are released while other
-                                # clients' commands run, killing the owner mid-run. A client
-                                # leaves when the run has no more chunks for it: what it kept
-                                # is one worker's buffers, until the run's end.
-                                self._retired.append(table.pop(key))
+                                del table[key]
                         self._released_early = {key for key in self._released_early if key[0] != token}
 
     @staticmethod
@@ -191,7 +184,7 @@ class DeviceOwner:
             return None
         if kind == "kernel_info":
             _, program_key, name, parameter = message
-            with self._lock:  # one kernel a name for these questions, never released (see _retired)
+            with self._lock:  # one kernel a name for these questions
                 kernel = self._info_kernels.get((program_key, name))
                 if kernel is None:
                     kernel = self._info_kernels[program_key, name] = cl.Kernel(device.program(*program_key), name)
@@ -238,8 +231,7 @@ class DeviceOwner:
                     _, key, program_key, name, queue_key, global_size, local_size, arguments = command
                     kernel = self._kernels.get(key)
                     if kernel is None:
-                        with self._lock:  # one at a time
-                            kernel = self._kernels[key] = cl.Kernel(device.program(*program_key), name)
+                        kernel = self._kernels[key] = cl.Kernel(device.program(*program_key), name)
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     busy.add(queue_key)
                     kernel(queue, global_size, local_size, *[
