@@ -362,8 +362,9 @@ def timed_run(case: Case, kind: str, repeat: int, folder: Path, args, budget: Bu
     inputs = case.reads.whole if kind == "whole" else case.reads.copies
     command = case.command(inputs, out, args)
     stamp_path = folder / f"{case.slug}.{kind}.{repeat}.json"
+    # "memory": runs stamped before PSS was measured are made again.
     key = {"command": command, "reads": case.reads.params, "copies": args.copies, "index": case.index.key,
-           "sources": args.sources, "machine": args.machine}  # fmt: skip
+           "sources": args.sources, "machine": args.machine, "memory": "rss+pss"}  # fmt: skip
     stamp = end_to_end.read_json(stamp_path)
     # The whole run's SAM is scored later: a cached run without its SAM or a score is made again.
     scored = end_to_end.read_json(folder / f"{case.slug}.score.json")
