@@ -1,5 +1,6 @@
 """The benchmarks' shared harness: one loader for the bench scripts (bench/ is no package),
-timed runs of a command with the peak memory of its whole process tree, tool versions and the
+timed runs of a command with the peak memory of its whole process tree (summed RSS, and summed
+PSS: unique memory, each shared page split among the processes mapping it), tool versions and the
 machine for cache keys, JSON written whole or not at all, progress notes, table cells.
 
 bench/end_to_end.py, bench/paired_end.py and bench/human_scale.py (through end_to_end) use it;
@@ -19,10 +20,19 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SAMPLE_SECONDS = 0.2  # how often run_measured samples the process tree's memory
+SAMPLE_SECONDS = 0.2  # how often run_measured samples the process tree's summed RSS
+# Summed RSS costs about 0.02 ms a sample for 15 processes (VmRSS is a counter), summed Pss a walk of
+# every mapped page: measured here (2-core VM, Linux 6.18) 3.0-3.7 ms a sample per GiB of summed RSS
+# for a file mapped by 2-15 processes (0.35 ms a GiB for private anonymous memory in huge pages), so
+# about 0.25 s a sample for today's 3.1 Gbp run (63-76 GiB summed RSS, the index mapped 15 times):
+# every 50 ms it would take 5 cores. Pss is sampled at most this share of one core instead: after a
+# sample that took c seconds the next waits c / PSS_CPU_SHARE (0.25 s: 25 s; 5 GiB: about 1.7 s).
+# The walk also holds each process's mmap lock for reading, so a rarer sample disturbs it less.
+PSS_CPU_SHARE = 0.01
 
 
 def load_bench(name: str):
@@ -135,9 +145,8 @@ def tool_versions(bowmap: list[str], sources_sha: str) -> dict:
 # ---------------------------------------------------------------- measured runs
 
 
-def process_tree_memory_kib(root: int, high_water: dict[int, int]) -> int:
-    """Sum of VmRSS over ``root`` and all its descendants (one scan of /proc); each one's VmHWM
-    goes into ``high_water`` (pid -> KiB)."""
+def process_tree_pids(root: int) -> list[int]:
+    """``root`` and all its descendants, from one scan of /proc."""
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -148,33 +157,103 @@ def process_tree_memory_kib(root: int, high_water: dict[int, int]) -> int:
         except (OSError, IndexError, ValueError):
             continue
         children.setdefault(parent, []).append(int(name))
-    total, todo = 0, [root]
+    pids, todo = [], [root]
     while todo:
         pid = todo.pop()
+        pids.append(pid)
         todo.extend(children.get(pid, ()))
+    return pids
+
+
+def _status_kib(pid: int, high_water: dict[int, int] | None = None) -> int | None:
+    """VmRSS of ``pid`` in KiB (None: gone, or no memory: a zombie); its VmHWM into ``high_water``."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            for line in handle:
+                if line.startswith(b"VmHWM:") and high_water is not None:
+                    high_water[pid] = max(high_water.get(pid, 0), int(line.split()[1]))
+                elif line.startswith(b"VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def process_tree_memory_kib(root: int, high_water: dict[int, int]) -> int:
+    """Sum of VmRSS over ``root`` and all its descendants (one scan of /proc); each one's VmHWM
+    goes into ``high_water`` (pid -> KiB)."""
+    return sum(_status_kib(pid, high_water) or 0 for pid in process_tree_pids(root))
+
+
+def process_tree_pss_kib(pids: list[int]) -> tuple[int, int]:
+    """(sum of Pss over ``pids`` in KiB, how many of them had no readable /proc/PID/smaps_rollup
+    and were counted at their VmRSS instead). Pss: each resident page divided by the number of
+    processes mapping it, so an index mapped by 15 processes counts once in the sum, not 15 times.
+    A process gone meanwhile counts 0."""
+    total = fell_back = 0
+    for pid in pids:
+        pss = None
         try:
-            with open(f"/proc/{pid}/status", "rb") as handle:
+            with open(f"/proc/{pid}/smaps_rollup", "rb") as handle:
                 for line in handle:
-                    if line.startswith(b"VmHWM:"):
-                        high_water[pid] = max(high_water.get(pid, 0), int(line.split()[1]))
-                    elif line.startswith(b"VmRSS:"):
-                        total += int(line.split()[1])
+                    if line.startswith(b"Pss:"):
+                        pss = int(line.split()[1])
                         break
         except (OSError, ValueError):
-            continue
-    return total
+            pass
+        if pss is None:  # unreadable (another user's, a kernel before 4.14), or no memory (zombie, gone)
+            rss = _status_kib(pid)
+            fell_back += bool(rss)
+            pss = rss or 0
+        total += pss
+    return total, fell_back
 
 
-def run_measured(command: list[str], log_path: Path, stdout_path: Path | None = None) -> tuple[float, int]:
-    """Run ``command``: stderr (and stdout unless ``stdout_path``) into ``log_path``.
-    Returns (wall seconds, peak RSS of its process tree in KiB)."""
-    peak, high_water = [0], {}
+@dataclass
+class Memory:
+    """One measured run: wall time and the memory of its process tree (KiB)."""
+
+    seconds: float
+    peak_rss_kib: int  # run_measured's figure: the largest summed VmRSS sample, or any one process's VmHWM if larger
+    tree_rss_kib: int  # the largest summed VmRSS sample alone
+    peak_pss_kib: int | None  # the largest summed Pss sample (None: not sampled)
+    pss_rss_kib: int | None  # the summed VmRSS at that sample: near tree_rss_kib when it was taken at the peak
+    pss_samples: int
+    pss_sample_seconds: float | None  # mean time one Pss sample of the whole tree took
+    pss_fell_back: int  # the most processes of one sample counted at VmRSS (smaps_rollup unreadable); 0: none
+
+
+def run_measured_memory(
+    command: list[str],
+    log_path: Path,
+    stdout_path: Path | None = None,
+    sample_seconds: float = SAMPLE_SECONDS,
+    pss_share: float = PSS_CPU_SHARE,
+) -> Memory:
+    """Run ``command``: stderr (and stdout unless ``stdout_path``) into ``log_path``. Samples the
+    process tree's summed VmRSS every ``sample_seconds`` and, at most ``pss_share`` of one core
+    (0: never), its summed Pss: after a Pss sample that took c seconds the next waits c / pss_share."""
+    high_water: dict[int, int] = {}
+    found = {"tree_rss": 0, "pss": None, "pss_rss": None, "samples": 0, "pss_seconds": 0.0, "fell_back": 0}
     done = threading.Event()
 
     def sample(pid):
+        next_pss = 0.0
         while True:
-            peak[0] = max(peak[0], process_tree_memory_kib(pid, high_water))
-            if done.wait(SAMPLE_SECONDS):
+            pids = process_tree_pids(pid)
+            rss = sum(_status_kib(each, high_water) or 0 for each in pids)
+            found["tree_rss"] = max(found["tree_rss"], rss)
+            started = time.perf_counter()
+            if pss_share > 0 and started >= next_pss and rss:
+                pss, fell_back = process_tree_pss_kib(pids)
+                took = time.perf_counter() - started
+                next_pss = started + took / pss_share
+                found["samples"] += 1
+                found["pss_seconds"] += took
+                found["fell_back"] = max(found["fell_back"], fell_back)
+                if found["pss"] is None or pss > found["pss"]:
+                    found["pss"], found["pss_rss"] = pss, rss
+            if done.wait(sample_seconds):
                 return
 
     with open(log_path, "wb") as log, open(stdout_path or os.devnull, "wb") as stdout:
@@ -197,8 +276,24 @@ def run_measured(command: list[str], log_path: Path, stdout_path: Path | None = 
         raise BenchError(
             f"`{shlex.join(command)}` exited {code}: {lines[-1] if lines else 'no output'} (log: {log_path})"
         )
-    return seconds, max(peak[0], max(high_water.values(), default=0))
+    samples = found["samples"]
+    return Memory(
+        seconds=seconds,
+        peak_rss_kib=max(found["tree_rss"], max(high_water.values(), default=0)),
+        tree_rss_kib=found["tree_rss"],
+        peak_pss_kib=found["pss"],
+        pss_rss_kib=found["pss_rss"],
+        pss_samples=samples,
+        pss_sample_seconds=found["pss_seconds"] / samples if samples else None,
+        pss_fell_back=found["fell_back"],
+    )
 
+
+def run_measured(command: list[str], log_path: Path, stdout_path: Path | None = None) -> tuple[float, int]:
+    """Run ``command``: stderr (and stdout unless ``stdout_path``) into ``log_path``.
+    Returns (wall seconds, peak RSS of its process tree in KiB); no Pss samples."""
+    measured = run_measured_memory(command, log_path, stdout_path, pss_share=0)
+    return measured.seconds, measured.peak_rss_kib
 
 
 def fmt(value, spec: str, missing: str = "-") -> str:

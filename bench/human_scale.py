@@ -5,8 +5,8 @@ What it measures (every figure from bowmap run as a user runs it, SAM written to
 
 * index build of bench/human_genome.py's human-like genome (``--gbp``, default 3.1):
   ``bowmap index REF PREFIX --no-progress --threads T``, wall time and the peak of the whole
-  process tree's summed RSS (bench/index_build.py's ``run_measured``, sampled every 50 ms), beside
-  the build's own prediction and the number of blocks;
+  process tree's summed RSS (bench/harness.py's ``run_measured_memory``, sampled every 50 ms) and
+  summed PSS, beside the build's own prediction and the number of blocks;
 * ``bowmap align`` single-end (``--reads`` N reads of 150 bp) and paired-end (``--pairs`` pairs,
   default N / 2, so N mates) on
   - human chr20 (GRCh37, Debian's vt-examples as bench/end_to_end.py takes it: ``--vt-deb`` or
@@ -18,8 +18,12 @@ What it measures (every figure from bowmap run as a user runs it, SAM written to
     ``--device-mem`` (else the row says so);
   each gives whole-command reads/s (N / t_N) and steady reads/s ((K N - N) / (t_KN - t_N), with
   the N reads copied K = ``--copies`` times and renamed by end_to_end's ``repeated_reads``:
-  start-up and index loading cancel out, as in end_to_end's --repeat-bowmap), peak RSS of the
-  process tree (end_to_end's ``run_measured``), and accuracy of the N-read run against the
+  start-up and index loading cancel out, as in end_to_end's --repeat-bowmap), peak RSS and peak
+  PSS of the process tree (harness's ``run_measured_memory``: VmRSS of /proc/PID/status and Pss of
+  /proc/PID/smaps_rollup, each summed over the command and its descendants; RSS every 0.2 s,
+  PSS as often as 1% of one core allows, as the PSS walks every mapped page: the table notes
+  how many PSS samples and how long each took; a process whose smaps_rollup cannot be read counts
+  at its RSS, and its cell is starred), and accuracy of the N-read run against the
   simulated truth: right % (primary record on the true strand, and contig, unclipped start
   within 5 bp: align_accuracy's ``score_sam``, paired_end's ``score``) and wrong at MAPQ >= 20;
   paired runs also proper %. Mates count as reads. Reads and pairs are simulated with NumPy by
@@ -30,7 +34,8 @@ What it measures (every figure from bowmap run as a user runs it, SAM written to
   least time kept.
 * Goals (issue 20): split chr20 >= 90% of one-block chr20 (steady); the human-like genome >= 90%
   of one-block chr20 (steady); index build <= 10 min and <= 16 GB (10^9 bytes); block by block
-  with a 16 GB cap within 2x of all resident (steady >= half).
+  with a 16 GB cap within 2x of all resident (steady >= half). Issue 29: PSS of each human-like
+  genome run (single, paired, block by block) <= 24 GB.
 
 Stages (``--stage``, comma-separated; ``all`` is genome,index,big,chr20): everything is cached
 under ``--work`` (default bench/work/human_scale/) and reused while its parameters match, so a
@@ -93,12 +98,13 @@ from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # bench/ is no package: its scripts import each other by name
-import end_to_end  # noqa: E402  prepare_reference, prepare_reads, repeated_reads, run_measured
+import end_to_end  # noqa: E402  prepare_reference, prepare_reads, repeated_reads
+import harness  # noqa: E402  run_measured_memory, PSS_CPU_SHARE
 import human_genome  # noqa: E402  Parameters, generate
 import paired_end  # noqa: E402  prepare_pairs, score
 
 align_accuracy = end_to_end.align_accuracy  # read_truth, score_sam
-index_build = end_to_end.index_build  # run_measured (process tree), predicted_peak, sha256_of
+index_build = end_to_end.index_build  # predicted_peak, sha256_of
 BenchError = end_to_end.BenchError
 
 DEFAULT_WORK = HERE / "work" / "human_scale"
@@ -109,6 +115,8 @@ STAGES = ("genome", "index", "big", "chr20")
 SHARE_OF_ONE_BLOCK = 0.90  # split chr20 and the big genome, steady, against one-block chr20
 INDEX_SECONDS, INDEX_BYTES = 600, 16e9  # "<= 10 min and <= 16 GB"
 CAPPED_SLOWDOWN = 2.0  # block by block within 2x of all resident
+PSS_BYTES = 24e9  # issue 29: "PSS of the 3.1 Gbp run <= 24 GB"
+INDEX_SAMPLE_SECONDS = 0.05  # the index build's summed RSS, sampled as bench/index_build.py does
 STARTED = time.perf_counter()
 
 
@@ -270,7 +278,7 @@ def block_count(prefix: Path) -> int:
 
 def build_index(reference: end_to_end.Reference, name: str, extra: list[str], args, budget: Budget, row_id: str | None = None) -> Index:
     """``bowmap index`` of ``reference`` into <ref>/index/<name>/, built once (build.json); timed
-    with the process tree's peak RSS; ``row_id`` makes it a row of the table."""
+    with the process tree's peak RSS and PSS; ``row_id`` makes it a row of the table."""
     folder = reference.folder / "index" / name
     prefix = folder / "index"
     command = [*args.bowmap, "index", str(reference.fasta), str(prefix), "--no-progress", "--threads", str(args.threads), *extra]
@@ -284,17 +292,19 @@ def build_index(reference: end_to_end.Reference, name: str, extra: list[str], ar
     folder.mkdir(parents=True)
     note(f"{reference.name}: bowmap index {shlex.join(command[-len(extra) - 2 :])} ({name})")
     try:
-        seconds, _, tree_peak = index_build.run_measured(command, folder / "build.log", sample_tree=True)
+        memory = harness.run_measured_memory(command, folder / "build.log", sample_seconds=INDEX_SAMPLE_SECONDS)
     except BenchError as error:
         if row_id:
             append_row(reference.folder.parent, {"id": row_id, "note": f"failed: {error}"[:300]})
         raise
     blocks = block_count(prefix)
     size = sum(entry.stat().st_size for entry in os.scandir(folder) if entry.name.startswith("index."))
+    seconds, tree_peak = memory.seconds, memory.tree_rss_kib * 1024
     stamp = {"key": key, "seconds": seconds, "tree_peak_bytes": tree_peak, "blocks": blocks, "bytes": size,
-             "predicted_bytes": index_build.predicted_peak(folder / "build.log")}  # fmt: skip
+             "predicted_bytes": index_build.predicted_peak(folder / "build.log"), **pss_fields([memory_result(memory)])}  # fmt: skip
     end_to_end.write_json(folder / "build.json", stamp)
-    note(f"{reference.name}: index {name}: {blocks} block(s) [{seconds:.1f} s, tree peak {tree_peak / 2**30:.2f} GiB]")
+    note(f"{reference.name}: index {name}: {blocks} block(s) [{seconds:.1f} s, tree peak {tree_peak / 2**30:.2f} GiB, "
+         f"PSS {fmt(memory.peak_pss_kib and memory.peak_pss_kib / 2**20, '.2f')} GiB]")
     if row_id:
         append_row(reference.folder.parent, {"id": row_id, **{k: v for k, v in stamp.items() if k != "key"}, "threads": args.threads,
                                              "bases": reference.info["bases"], "machine": args.machine})  # fmt: skip
@@ -352,8 +362,9 @@ def timed_run(case: Case, kind: str, repeat: int, folder: Path, args, budget: Bu
     inputs = case.reads.whole if kind == "whole" else case.reads.copies
     command = case.command(inputs, out, args)
     stamp_path = folder / f"{case.slug}.{kind}.{repeat}.json"
+    # "memory": runs stamped before PSS was measured are made again.
     key = {"command": command, "reads": case.reads.params, "copies": args.copies, "index": case.index.key,
-           "sources": args.sources, "machine": args.machine}  # fmt: skip
+           "sources": args.sources, "machine": args.machine, "memory": "rss+pss"}  # fmt: skip
     stamp = end_to_end.read_json(stamp_path)
     # The whole run's SAM is scored later: a cached run without its SAM or a score is made again.
     scored = end_to_end.read_json(folder / f"{case.slug}.score.json")
@@ -367,14 +378,34 @@ def timed_run(case: Case, kind: str, repeat: int, folder: Path, args, budget: Bu
         warm_up.unlink()
         warmed.add(case.id)
     note(f"{case.label} {case.reads.mode}: {kind} run {repeat + 1}")
-    seconds, peak = end_to_end.run_measured(command, out.with_suffix(".log"))
-    result = {"seconds": seconds, "peak_rss_kib": peak, "devices": devices_line(out.with_suffix(".log")),
-              "layout": run_layout(out.with_suffix(".log"))}
+    memory = harness.run_measured_memory(command, out.with_suffix(".log"))
+    result = {**memory_result(memory), "devices": devices_line(out.with_suffix(".log")), "layout": run_layout(out.with_suffix(".log"))}
     if kind == "copies":
         out.unlink(missing_ok=True)
-    note(f"{case.label} {case.reads.mode}: {kind} {seconds:.2f} s, peak RSS {peak / 2**20:.2f} GiB")
+    note(f"{case.label} {case.reads.mode}: {kind} {memory.seconds:.2f} s, peak RSS {memory.peak_rss_kib / 2**20:.2f} GiB, "
+         f"PSS {fmt(memory.peak_pss_kib and memory.peak_pss_kib / 2**20, '.2f')} GiB ({memory.pss_samples} samples)")
     end_to_end.write_json(stamp_path, {"key": key, "result": result})
     return result
+
+
+def memory_result(memory) -> dict:
+    """A run's figures as its stamp keeps them (harness's Memory; KiB, seconds)."""
+    return {"seconds": memory.seconds, "peak_rss_kib": memory.peak_rss_kib, "peak_pss_kib": memory.peak_pss_kib,
+            "pss_rss_kib": memory.pss_rss_kib, "pss_samples": memory.pss_samples,
+            "pss_sample_s": memory.pss_sample_seconds, "pss_fell_back": memory.pss_fell_back}  # fmt: skip
+
+
+def pss_fields(results: list[dict]) -> dict:
+    """The PSS fields of a row from its runs: the largest peak (with the summed RSS at its sample),
+    every run's samples, the slowest mean sample; runs stamped before PSS was measured add nothing."""
+    measured = [result for result in results if result.get("peak_pss_kib") is not None]
+    if not measured:
+        return {"peak_pss_kib": None}
+    peak = max(measured, key=lambda result: result["peak_pss_kib"])
+    return {"peak_pss_kib": peak["peak_pss_kib"], "pss_rss_kib": peak["pss_rss_kib"],
+            "pss_samples": sum(result["pss_samples"] for result in measured),
+            "pss_sample_s": max(result["pss_sample_s"] for result in measured),
+            "pss_fell_back": max(result["pss_fell_back"] for result in measured)}  # fmt: skip
 
 
 def key_of_score(case: Case, args) -> dict:
@@ -446,6 +477,7 @@ def run_cases(cases: list[Case], work: Path, args, budget: Budget) -> None:
             "whole_reads_s": reads / whole,
             "steady_reads_s": (args.copies - 1) * reads / (copies - whole) if copies > whole else None,
             "peak_rss_kib": max(result["peak_rss_kib"] for kind in times[case.id].values() for result in kind),
+            **pss_fields([result for kind in times[case.id].values() for result in kind]),
             "right_pct": 100 * score["right"] / max(score["records"], 1), "wrong_q20": score["wrong_q20"],
             "proper_pct": None if score["proper"] is None else 100 * score["proper"] / max(score["records"], 1),
             "devices": times[case.id]["whole"][-1]["devices"], "layout": times[case.id]["whole"][-1].get("layout"),
@@ -517,9 +549,16 @@ def fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def pss_cell(row: dict) -> str:
+    """Peak PSS in GiB, starred where some process was counted at its RSS (smaps_rollup unreadable)."""
+    if row.get("peak_pss_kib") is None:
+        return "-"
+    return f"{row['peak_pss_kib'] / 2**20:.2f}{'*' if row.get('pss_fell_back') else ''}"
+
+
 def table_rows(rows: dict[str, dict]) -> list[list[str]]:
     header = ["run", "mode", "blocks", "reads", "whole s", "whole reads/s", "steady reads/s", "peak RSS GiB",
-              "right %", "wrong MAPQ>=20", "proper %"]  # fmt: skip
+              "peak PSS GiB", "right %", "wrong MAPQ>=20", "proper %"]  # fmt: skip
     lines = [header]
     for row_id, what, stage in TABLE:
         row = rows.get(row_id)
@@ -532,13 +571,13 @@ def table_rows(rows: dict[str, dict]) -> list[list[str]]:
             gbp = row["bases"] / 1e9
             lines.append([
                 f"{what} ({gbp:.3g} Gbp, {row['threads']} threads)", "", str(row["blocks"]), "", f"{row['seconds']:.1f}", "", "",
-                f"{row['tree_peak_bytes'] / 2**30:.2f}", "", "", "",
+                f"{row['tree_peak_bytes'] / 2**30:.2f}", pss_cell(row), "", "", "",
             ])  # fmt: skip
             continue
         label = row.get("label", what)
         lines.append([
             label, mode, str(row["blocks"]), f"{row['reads']:,}", f"{row['whole_s']:.2f}", f"{row['whole_reads_s']:,.0f}",
-            fmt(row["steady_reads_s"], ",.0f"), f"{row['peak_rss_kib'] / 2**20:.2f}", f"{row['right_pct']:.2f}",
+            fmt(row["steady_reads_s"], ",.0f"), f"{row['peak_rss_kib'] / 2**20:.2f}", pss_cell(row), f"{row['right_pct']:.2f}",
             str(row["wrong_q20"]), fmt(row["proper_pct"], ".2f"),
         ])  # fmt: skip
     return lines
@@ -592,7 +631,31 @@ def goals(rows: dict[str, dict]) -> list[tuple[str, str, bool | None]]:
         found.append((goal, "-", None))
     else:
         found.append((goal, f"{resident / capped:.2f}x slower", capped * CAPPED_SLOWDOWN >= resident))
+    for row_id, what in (("big:all:single", "single"), ("big:all:paired", "paired"), ("big:capped:single", "block by block, single")):
+        row = rows.get(row_id)
+        goal = f"PSS of the human-like genome <= {PSS_BYTES / 1e9:.0f} GB, {what}"
+        if row is None or row.get("note") or row.get("peak_pss_kib") is None:
+            found.append((goal, "-", None))
+        else:
+            pss = row["peak_pss_kib"] * 1024
+            found.append((goal, f"{pss / 1e9:.2f} GB{' (RSS counted for some)' if row.get('pss_fell_back') else ''}", pss <= PSS_BYTES))
     return found
+
+
+def pss_notes(rows: dict[str, dict]) -> list[str]:
+    """How the PSS column was sampled (how often, how dear, how near the RSS peak), and the star."""
+    sampled = [row for row in rows.values() if not row.get("note") and row.get("peak_pss_kib") is not None and row.get("pss_samples")]
+    if not sampled:
+        return []
+    counts = [row["pss_samples"] for row in sampled]
+    near = [row["pss_rss_kib"] / (row.get("peak_rss_kib") or row["tree_peak_bytes"] / 1024) for row in sampled]
+    slowest = max(row["pss_sample_s"] for row in sampled)
+    out = [(f"peak PSS: summed Pss (/proc/PID/smaps_rollup) of the process tree, sampled within {harness.PSS_CPU_SHARE:.0%} of one "
+            f"core: {min(counts)}-{max(counts)} samples a row, up to {slowest * 1e3:.0f} ms a sample; the peak's sample at "
+            f"{min(near):.0%}-{max(near):.0%} of the row's peak summed RSS")]  # fmt: skip
+    if any(row.get("pss_fell_back") for row in sampled):
+        out.append("* smaps_rollup unreadable for some processes: their RSS counted as their PSS (an overestimate)")
+    return out
 
 
 def report(work: Path) -> str:
@@ -628,12 +691,13 @@ def report(work: Path) -> str:
                    f"best of {sample['repeat']} run(s); right: primary on the true strand, unclipped start within 5 bp")  # fmt: skip
     out.append("")
     out.append(render(table_rows(rows)))
+    out.extend(pss_notes(rows))
     layouts = [f"  {row.get('label', row['id'])}, {row['mode']}: {row['layout']}" for row in timed if row.get("layout")]
     if layouts:
         out.append("layouts (from each run's log):")
         out.extend(layouts)
     out.append("")
-    listed = [["goal (issue 20)", "measured", ""]]
+    listed = [["goal (issues 20 and 29)", "measured", ""]]
     for goal, measured, met in goals(rows):
         listed.append([goal, measured, "-  (a row it needs is missing)" if met is None else ("pass" if met else "FAIL")])
     out.append(render(listed, left=3))

@@ -1,5 +1,6 @@
 """bench/human_scale.py: the table and the goals from made-up rows (missing rows say why, the
-last row of an id wins), and the pairs' copies keeping each mate's /1 or /2 last."""
+last row of an id wins), the PSS column and goal, and the pairs' copies keeping each mate's /1 or
+/2 last."""
 
 from __future__ import annotations
 
@@ -16,13 +17,18 @@ def human_scale():
     return load_bench("human_scale")
 
 
-def _align_row(row_id, steady, blocks=1, mode="single", proper=None):
-    return {
+def _align_row(row_id, steady, blocks=1, mode="single", proper=None, **more):
+    return {**more,
         "id": row_id, "label": row_id.split(":")[0], "mode": mode, "blocks": blocks, "reads": 2_000_000, "copies": 5,
         "repeat": 1, "whole_s": 8.0, "copies_s": 8.0 + 8_000_000 / steady, "whole_reads_s": 250_000.0,
         "steady_reads_s": steady, "peak_rss_kib": 6 * 2**20, "right_pct": 99.7, "wrong_q20": 44, "proper_pct": proper,
         "devices": "NVIDIA H100", "sources": "abc", "machine": None,
     }  # fmt: skip
+
+
+def _pss(gib, samples=3, at_rss_gib=6.0, fell_back=0):
+    return {"peak_pss_kib": int(gib * 2**20), "pss_rss_kib": int(at_rss_gib * 2**20), "pss_samples": samples,
+            "pss_sample_s": 0.12, "pss_fell_back": fell_back}  # fmt: skip
 
 
 def _write(folder: Path, rows: list[dict]) -> None:
@@ -105,3 +111,46 @@ def test_pair_copies_keep_the_mate_suffix_last(human_scale, tmp_path):
     copies.write_text("stale")
     human_scale.copied(read_set, 2, copies)
     assert copies.read_text().startswith("@pair0_0/1")
+
+
+def test_pss_column_notes_and_goal(human_scale, tmp_path):
+    rows = [
+        {"id": "index:big", "seconds": 421.6, "tree_peak_bytes": 15 * 2**30, "blocks": 2, "bytes": 2**31,
+         "predicted_bytes": 0, "threads": 16, "bases": 3_100_000_000, **_pss(9.5, samples=40, at_rss_gib=15.0)},
+        _align_row("chr20:one:single", 800_000),  # stamped before PSS was measured: "-"
+        _align_row("big:all:single", 730_000, blocks=2, **_pss(22.0, samples=2, at_rss_gib=5.7)),  # 23.62 GB: passes
+        _align_row("big:all:paired", 600_000, blocks=2, mode="paired", proper=99.8, **_pss(23.0, fell_back=2)),  # 24.70 GB
+    ]  # fmt: skip
+    _write(tmp_path, rows)
+    verdicts = _verdicts(human_scale, tmp_path)
+    assert verdicts["PSS of the human-like genome <= 24 GB, single"] == ("23.62 GB", True)
+    assert verdicts["PSS of the human-like genome <= 24 GB, paired"] == ("24.70 GB (RSS counted for some)", False)
+    assert verdicts["PSS of the human-like genome <= 24 GB, block by block, single"] == ("-", None)
+
+    lines = human_scale.report(tmp_path).splitlines()
+    header = next(line for line in lines if line.startswith("run "))
+    assert "peak RSS GiB  peak PSS GiB" in header
+    column = header.index("peak PSS GiB") + len("peak PSS GiB")  # the column is right-aligned: cells end there
+
+    def cell(prefix):
+        line = next(line for line in lines if line.startswith(prefix))
+        return line[:column].split()[-1]
+
+    assert cell("index build, human-like genome") == "9.50"
+    assert cell("chr20 ") == "-"
+    assert cell("big  ") == "22.00"
+    assert next(line for line in lines if line.startswith("big ") and "paired" in line)[:column + 1].split()[-1] == "23.00*"
+    notes = [line for line in lines if line.startswith("peak PSS:")]
+    assert notes == ["peak PSS: summed Pss (/proc/PID/smaps_rollup) of the process tree, sampled within 1% of one core: "
+                     "2-40 samples a row, up to 120 ms a sample; the peak's sample at 95%-100% of the row's peak summed RSS"]  # fmt: skip
+    assert any(line.startswith("* smaps_rollup unreadable") for line in lines)
+
+
+def test_pss_fields_of_a_row_from_its_runs(human_scale):
+    old = {"seconds": 8.0, "peak_rss_kib": 100}  # a run stamped before PSS was measured
+    first = {"peak_pss_kib": 50, "pss_rss_kib": 90, "pss_samples": 2, "pss_sample_s": 0.1, "pss_fell_back": 0}
+    second = {"peak_pss_kib": 70, "pss_rss_kib": 95, "pss_samples": 5, "pss_sample_s": 0.3, "pss_fell_back": 1}
+    assert human_scale.pss_fields([old]) == {"peak_pss_kib": None}
+    assert human_scale.pss_fields([first, old, second]) == {
+        "peak_pss_kib": 70, "pss_rss_kib": 95, "pss_samples": 7, "pss_sample_s": 0.3, "pss_fell_back": 1,
+    }  # fmt: skip
