@@ -117,9 +117,16 @@ def _interleave(first: Batch, second: Batch) -> Batch:
     order[1::2] = count + np.arange(count)
 
     def gathered(offsets, values):
-        lengths = np.diff(offsets)[order]
-        new_offsets = np.concatenate(([0], np.cumsum(lengths)))
-        return values[segment_ranges(offsets[:-1][order], lengths)], new_offsets
+        lengths = np.diff(offsets)
+        new_offsets = np.concatenate(([0], np.cumsum(lengths[order])))
+        first_length, second_length = lengths[:1], lengths[count : count + 1]
+        if count and (lengths[:count] == first_length).all() and (lengths[count:] == second_length).all():
+            # Every mate of a file as long as the others (reads straight from a sequencer): the
+            # two files' rows side by side, no index an element.
+            split = int(offsets[count])
+            rows = (values[int(offsets[0]) : split].reshape(count, -1), values[split : int(offsets[-1])].reshape(count, -1))
+            return np.concatenate(rows, axis=1).reshape(-1), new_offsets
+        return values[segment_ranges(offsets[:-1][order], lengths[order])], new_offsets
 
     names, name_offsets = gathered(joined.name_offsets, joined.names)
     codes, offsets = gathered(joined.offsets, joined.codes)
