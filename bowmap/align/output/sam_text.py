@@ -1,5 +1,6 @@
-"""Text matrices for SAM formatting (bowmap.align.output.sam): NUL-padded ``uint8`` rows, one a line,
-built with NumPy for many lines at once; the NUL padding is dropped when lines are joined."""
+"""Text for SAM formatting (bowmap.align.output.sam), built with NumPy for many lines at once: a
+field of many lines is a ``uint8`` matrix of left-aligned rows and each row's length, and lines are
+assembled by writing their fields at exact offsets (:func:`assemble`)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,6 @@ def segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return totals[ends] - totals[ends - counts]
 
 
-def text_rows(flat: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Rows ``flat[start : start + length]`` as a NUL-padded matrix (at least one column)."""
-    return cut_rows(windows(flat, starts, max(int(lengths.max(initial=0)), 1)), lengths)
-
-
-def cut_rows(matrix: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``matrix`` with each row's bytes from its length on set to NUL (in place)."""
-    if (lengths < matrix.shape[1]).any():
-        matrix *= prefix_mask(lengths, matrix.shape[1])
-    return matrix
-
-
-def padded_rows(flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Rows of a NUL-padded matrix from concatenated rows (``flat`` holds exactly the rows)."""
-    return text_rows(flat, exclusive_cumsum(lengths), lengths)
-
-
 # Decimal text of 0..9999 as little-endian 32-bit words of four bytes, unpadded (NULs after the
 # digits) and zero-padded to four digits: a number is one word gathered, not four bytes.
 _SMALL_NUMBERS = np.array([str(number).encode() for number in range(10000)], dtype="S4").view("<u4")
@@ -40,40 +24,149 @@ _GROUP_SCALES = 10000 ** np.arange(5, dtype=np.int64)  # five groups of four dig
 
 
 def decimal_text(values: np.ndarray) -> np.ndarray:
-    """Decimal text of integers as a NUL-padded (n, width) uint8 matrix; the text may start
-    after some NULs (callers drop them). Table look-ups, four digits at a time: several times
-    faster than ``astype('S')``."""
-    values = np.asarray(values, dtype=np.int64)
-    count = len(values)
-    if count == 0:
-        return np.zeros((0, 1), dtype=np.uint8)
-    low, high = int(values.min()), int(values.max())
-    if low >= 0 and high < 10000:
-        return np.take(_SMALL_NUMBERS, values).view(np.uint8).reshape(count, 4)
-    magnitude = np.abs(values)
-    groups = -(-len(str(max(high, -low))) // 4)
-    scales = _GROUP_SCALES[groups - 1 :: -1]  # most significant group first
-    group_values = magnitude[:, None] // scales % 10000
-    # The leading group is written unpadded, the groups after it zero-padded, none before it.
-    leading = (groups - 1 - (magnitude[:, None] >= scales[:-1]).sum(axis=1))[:, None]
-    column = np.arange(groups)
-    words = np.where(column > leading, np.take(_DIGIT_GROUPS, group_values), np.take(_SMALL_NUMBERS, group_values))
-    words[column < leading] = 0
-    digits = words.astype("<u4", copy=False).view(np.uint8).reshape(count, 4 * groups)
-    if low < 0:
-        sign = np.where(values < 0, ord("-"), 0).astype(np.uint8)[:, None]
-        digits = np.concatenate((sign, digits), axis=1)
-    return digits
+    """Decimal text of integers as a NUL-padded (n, width) uint8 matrix (:func:`decimal_rows`
+    with the bytes past each row's text cleared)."""
+    digits, lengths = decimal_rows(values)
+    return digits * prefix_mask(lengths, digits.shape[1])
 
 
 def constant_text(text: bytes, rows: int) -> np.ndarray:
     return np.broadcast_to(np.frombuffer(text, dtype=np.uint8), (rows, len(text)))
 
 
-def tag_blocks(prefix: bytes, values: np.ndarray, present: np.ndarray) -> list[np.ndarray]:
-    """A tag's column blocks: ``prefix`` then the padded ``values``, on rows where ``present``."""
-    if present.all():
-        return [constant_text(prefix, len(values)), values]
-    block = np.concatenate((constant_text(prefix, len(values)), values), axis=1)
-    block[~present] = 0
-    return [block]
+# ------------------------------------------------------------------ left-aligned rows, exact lines
+#
+# The formatter's fields as (matrix, lengths): row i's text is matrix[i, :lengths[i]], what lies
+# after it unspecified (rows gathered through windows keep the bytes that follow them, no
+# clearing). Lines are assembled by writing each field's rows, padded, at their exact offsets in
+# the output, field after field: a row's bytes past its length land on the fields after it in the
+# same line, which are written later; a row whose padded width would cross its line's end is
+# written exactly instead. No NUL padding is ever dropped.
+
+_SMALL_LENGTHS = np.array([len(str(number)) for number in range(10000)], dtype=np.int64)
+_POWERS = 10 ** np.arange(1, 20, dtype=np.uint64)  # 10 .. 10**19
+
+
+def decimal_rows(values: np.ndarray, prefix: bytes = b"") -> tuple[np.ndarray, np.ndarray]:
+    """``prefix`` then the decimal text of each integer, left-aligned rows: (matrix, lengths)."""
+    values = np.asarray(values, dtype=np.int64)
+    count, before = len(values), len(prefix)
+    if count == 0:
+        return np.zeros((0, before + 1), dtype=np.uint8), np.zeros(0, dtype=np.int64)
+    low, high = int(values.min()), int(values.max())
+    if low >= 0 and high < 10000:
+        digits = np.take(_SMALL_NUMBERS, values).view(np.uint8).reshape(count, 4)[:, : _SMALL_LENGTHS[high]]  # no wider than the longest
+        lengths = _SMALL_LENGTHS[values]
+    elif low > -(10**7) and high < 10**8:
+        # Up to eight bytes: the leading group unpadded, then the next zero-padded, as one
+        # little-endian word (the sign shifted in front).
+        magnitude = np.abs(values)
+        high_group, low_group = np.divmod(magnitude, 10000)
+        high_lengths = _SMALL_LENGTHS[high_group]
+        split = high_group > 0
+        words = np.take(_SMALL_NUMBERS, np.where(split, high_group, low_group)).astype(np.uint64)
+        words |= np.where(split, np.take(_DIGIT_GROUPS, low_group).astype(np.uint64) << (high_lengths.astype(np.uint64) * np.uint64(8)), np.uint64(0))
+        lengths = np.where(split, high_lengths + 4, _SMALL_LENGTHS[low_group])
+        if low < 0:
+            negative = values < 0
+            words = np.where(negative, (words << np.uint64(8)) | np.uint64(ord("-")), words)
+            lengths = lengths + negative
+        digits = words.view(np.uint8).reshape(count, 8)[:, : int(lengths.max())]
+    else:
+        # Zero-padded groups of four digits, right-aligned behind a column for the sign; each
+        # row's text then starts d (+1 for '-') columns before the end and is cut out there.
+        negative = values < 0
+        magnitude = np.where(negative, ~values.view(np.uint64) + np.uint64(1), values.view(np.uint64))
+        groups = -(-len(str(int(magnitude.max()))) // 4)
+        scales = (np.uint64(10000) ** np.arange(groups - 1, -1, -1, dtype=np.uint64))
+        width = 4 * groups + 1
+        full = np.empty((count, width), dtype=np.uint8)
+        full[:, 1:] = np.take(_DIGIT_GROUPS, (magnitude[:, None] // scales % np.uint64(10000)).astype(np.intp)).view(np.uint8).reshape(count, width - 1)
+        lengths = 1 + np.searchsorted(_POWERS, magnitude, side="right").astype(np.int64) + negative
+        first = width - lengths
+        full[np.flatnonzero(negative), first[negative]] = ord("-")
+        digits = windows(full.reshape(-1), np.arange(count, dtype=np.int64) * width + first, width)
+    if not before:
+        return digits, lengths
+    text = np.empty((count, before + digits.shape[1]), dtype=np.uint8)
+    text[:, :before] = np.frombuffer(prefix, dtype=np.uint8)
+    text[:, before:] = digits
+    return text, lengths + before
+
+
+def table_rows(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """A small table of texts as left-aligned rows (at least one column): (matrix, lengths)."""
+    lengths = np.array([len(text) for text in texts], dtype=np.int64)
+    table = np.zeros((len(texts), max(int(lengths.max(initial=0)), 1)), dtype=np.uint8)
+    for row, text in enumerate(texts):  # a few rows (contig names, constants), not reads
+        table[row, : len(text)] = np.frombuffer(text, dtype=np.uint8)
+    return table, lengths
+
+
+def constant_rows(text: bytes, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    return constant_text(text, rows), np.full(rows, len(text), dtype=np.int64)
+
+
+def joined_rows(pieces: np.ndarray, piece_lengths: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows made of consecutive runs of ``counts`` left-aligned pieces each: (matrix, lengths)."""
+    flat = pieces[prefix_mask(piece_lengths, pieces.shape[1])]
+    lengths = segment_sum(piece_lengths, counts)
+    return windows(flat, exclusive_cumsum(lengths), max(int(lengths.max(initial=0)), 1)), lengths
+
+
+def assemble(count: int, fields: list) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` lines made of ``fields`` in order, each (matrix, lengths, rows): left-aligned rows
+    for the lines ``rows`` (None: every line; a field may leave lines out, two fields may share
+    a place with disjoint rows). Returns the lines' bytes, concatenated, and each line's length."""
+    totals = np.zeros(count, dtype=np.int64)
+    for _, lengths, rows in fields:
+        if rows is None:
+            totals += lengths
+        else:
+            totals[rows] += lengths
+    starts = exclusive_cumsum(totals)
+    size = int(totals.sum())
+    out = np.empty(size + max(matrix.shape[1] for matrix, _, _ in fields), dtype=np.uint8)
+    limits = starts + totals
+    if count:
+        limits[-1] = len(out)  # the last line may spill into the spare end
+    cursor = starts.copy()
+    for matrix, lengths, rows in fields:
+        if rows is None:
+            _place(out, cursor, matrix, lengths, limits)
+            cursor += lengths
+        else:
+            _place(out, cursor[rows], matrix, lengths, limits[rows])
+            cursor[rows] += lengths
+    return out[:size], totals
+
+
+def _rows_at(out: np.ndarray, width: int) -> np.ndarray:
+    """Writable view of ``out`` whose row k is ``out[k : k + width]``."""
+    return np.ndarray((len(out) - width + 1, width), dtype=np.uint8, buffer=out, strides=(1, 1))
+
+
+def _place(out: np.ndarray, positions: np.ndarray, matrix: np.ndarray, lengths: np.ndarray, limits: np.ndarray) -> None:
+    """Rows of ``matrix`` written at ``positions`` of ``out``, whole where they end by their
+    ``limits``, else only their ``lengths`` bytes."""
+    if len(positions) == 0:
+        return
+    width = matrix.shape[1]
+    over = positions + width > limits
+    if not over.any():
+        _rows_at(out, width)[positions] = matrix
+        return
+    fits = ~over
+    _rows_at(out, width)[positions[fits]] = matrix[fits]
+    # The others exactly, in pieces of 2^k bytes: a row writes the pieces its length's bits name,
+    # longest first (a write of one width a bit, none wider than the row's length).
+    positions, lengths = positions[over], lengths[over]
+    flat = np.ascontiguousarray(matrix[over]).reshape(-1)
+    done = np.arange(len(positions), dtype=np.int64) * width
+    for bit in range(int(lengths.max(initial=0)).bit_length() - 1, -1, -1):
+        size = 1 << bit
+        rows = np.flatnonzero(lengths & size)
+        if len(rows):
+            _rows_at(out, size)[positions[rows]] = windows(flat, done[rows], size)
+            positions[rows] += size
+            done[rows] += size
