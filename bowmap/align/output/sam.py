@@ -29,10 +29,12 @@ from bowmap.align.output.sam_text import (
     constant_rows,
     decimal_rows,
     joined_rows,
+    prefix_mask,
+    rows_of,
     segment_sum,
     table_rows,
 )
-from bowmap.runtime.arrays import exclusive_cumsum, prefix_mask, segment_ranges, windows
+from bowmap.runtime.arrays import exclusive_cumsum, segment_ranges, windows
 
 __all__ = [
     "NO_SCORE",
@@ -183,7 +185,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context, with_md:
     reference_codes = reference.span_rows(text_start[aligned], aligned_length)
     width = reference_codes.shape[1]
     read_start = chunk.offsets[reads] + np.where(reverse, len(chunk.codes), 0)
-    read_codes = windows(context.read_pool, read_start[op_row[aligned]] + query_before[aligned], width)
+    read_codes = rows_of(context.read_pool, read_start[op_row[aligned]] + query_before[aligned], width)
     mismatch_run, mismatch_column = _mismatches(read_codes, reference_codes, aligned_length)
     mismatch_op = aligned[mismatch_run]
     mismatch_row = op_row[mismatch_op]
@@ -274,7 +276,7 @@ def _md(reference, span, op_row, op_length, op_code, reference_before, text_star
     flat = np.insert(flat, np.repeat(after_caret, op_length[deletion]), deleted_bases)
     item_lengths[deleted_item] += op_length[deletion]
     lengths = segment_sum(item_lengths, items_per_row)
-    return windows(flat, exclusive_cumsum(lengths), max(int(lengths.max(initial=0)), 1)), lengths
+    return rows_of(flat, exclusive_cumsum(lengths), max(int(lengths.max(initial=0)), 1)), lengths
 
 
 # Codes 0..4 -> SEQ letters (anything above 4 is N, as the reader never makes), and the same
@@ -348,18 +350,19 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
     strand_starts = read_starts + np.where(reverse, len(chunk.codes), 0) + lead
     width = max(int(shown.max()), 1)
     even_width = width + width % 2  # whole code pairs
-    sequence = np.take(_SEQUENCE_PAIRS, windows(context.read_pool, strand_starts, even_width).view("<u2")).view(np.uint8)
+    sequence = np.take(_SEQUENCE_PAIRS, rows_of(context.read_pool, strand_starts, even_width).view("<u2")).view(np.uint8)
     sequence[starred, 0] = ord("*")
     shown = np.where(starred, 1, shown)
     if chunk.qualities is None:
-        quality, quality_lengths = constant_rows(b"\t*", count)
+        quality, quality_lengths = constant_rows(b"*", count)
     else:
-        # The pool starts with a spare byte: a window from one before a row's text holds the tab.
-        reversed_starts = 2 * len(chunk.qualities) - read_starts - read_lengths
-        quality = windows(context.quality_pool, np.where(reverse, reversed_starts, read_starts) + lead, width + 1)
-        quality[:, 0] = ord("\t")
-        quality[:, 1] = np.where(starred, ord("*"), quality[:, 1])
-        quality_lengths = shown + 1
+        quality = rows_of(chunk.qualities, read_starts + lead, width)
+        flipped = np.flatnonzero(reverse)
+        if len(flipped):  # a reverse read's read backwards: rows of the qualities reversed
+            backwards = chunk.qualities[::-1]
+            quality[flipped] = windows(backwards, (len(backwards) - read_starts - read_lengths + lead)[flipped], width)
+        quality[starred, 0] = ord("*")
+        quality_lengths = shown
 
     second = alignments.second_score[rows]
     flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
@@ -380,7 +383,7 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
     rname = np.where(contig >= 0, contig, len(context.reference.contig_names))
 
     name_lengths = context.name_lengths[reads]
-    names = windows(chunk.names, chunk.name_offsets[reads], max(int(name_lengths.max()), 1))
+    names = rows_of(chunk.names, chunk.name_offsets[reads], max(int(name_lengths.max()), 1))
     names[name_lengths == 0, 0] = ord("*")
     tab = constant_rows(b"\t", count)
     on_mapped = None if all_mapped else mapped_rows
@@ -395,6 +398,7 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
         *mate_fields,
         (*tab, None),
         (sequence, shown, None),
+        (*tab, None),
         (quality, quality_lengths, None),
         (*decimal_rows(fields.edit_distance, b"\tNM:i:"), on_mapped),
         (*constant_rows(b"\tMD:Z:", len(mapped_rows)), on_mapped),
@@ -410,8 +414,8 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
         lines.append((*constant_rows(b"\tRG:Z:" + context.read_group_id.encode(), count), None))
     if (partner >= 0).any():  # SA names the partner with its soft clips, whatever its own line shows
         lines += _split_tag(partner, rname, position, reverse, cigar, cigar_lengths, mapq, edit_distance, context)
-    if alignments.alternatives is not None and len(alignments.alternatives.mapped):
-        lines += _alternatives_tag(chunk, alignments, rows, reads, context)
+    if context.alternatives is not None:
+        lines += _alternatives_tag(alignments, rows, reads, context.alternatives)
     lines.append((*constant_rows(b"\n", count), None))
     return assemble(count, lines)[0]
 
@@ -435,17 +439,26 @@ def _split_tag(partner, rname, position, reverse, cigar, cigar_lengths, mapq, ed
     ]
 
 
-def _alternatives_tag(chunk, alignments, rows, reads, context) -> list:
-    """XA:Z on the primary rows of reads with alternatives: ``rname,±pos,CIGAR,NM;`` each, in
-    their order (POS 1-based, the sign the strand's)."""
+@dataclass
+class _Alternatives:
+    """The XA text of a chunk's reads: read ``reads[k]``'s is ``text[starts[k]:][:lengths[k]]``."""
+
+    reads: np.ndarray  # sorted
+    starts: np.ndarray
+    lengths: np.ndarray
+    text: np.ndarray
+
+
+def _alternatives_text(chunk, alignments, rows, context) -> _Alternatives | None:
+    """``rname,±pos,CIGAR,NM;`` of each alternative (POS 1-based, the sign the strand's), joined
+    by read, for the reads with a primary line among ``rows``: once a chunk, not once a batch."""
     others = alignments.alternatives
+    if others is None or not len(others.mapped):
+        return None
     primary = alignments.primary_rows()[rows] & alignments.mapped[rows]
-    # The batch's reads' entries (alternatives are sorted by read).
-    low, high = np.searchsorted(others.read_index, [reads.min(initial=0), reads.max(initial=-1) + 1])
-    entries = np.arange(low, high)
-    entries = entries[np.isin(others.read_index[entries], reads[primary])]
+    entries = np.flatnonzero(np.isin(others.read_index, context.read_index[rows[primary]]))
     if len(entries) == 0:
-        return []
+        return None
     entry_reads = others.read_index[entries]
     fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context, with_md=False)
     n = len(entries)
@@ -462,15 +475,23 @@ def _alternatives_tag(chunk, alignments, rows, reads, context) -> list:
         (*decimal_rows(fields.edit_distance, b","), None),
         (*constant_rows(b";", n), None),
     ])  # fmt: skip
-    # A read's entries are consecutive in the text: its tag is the span from its first entry.
+    # A read's entries are consecutive (alternatives are sorted by read): its text is one span.
     listed_reads, first_entry = np.unique(entry_reads, return_index=True)
-    per_read = segment_sum(entry_lengths, np.diff(np.append(first_entry, n)))
-    present = np.flatnonzero(primary & np.isin(reads, listed_reads))
-    listed = np.searchsorted(listed_reads, reads[present])
-    read_text_start = exclusive_cumsum(entry_lengths)[first_entry[listed]]
+    lengths = segment_sum(entry_lengths, np.diff(np.append(first_entry, n)))
+    return _Alternatives(listed_reads, exclusive_cumsum(entry_lengths)[first_entry], lengths, text)
+
+
+def _alternatives_tag(alignments, rows, reads, alternatives: _Alternatives) -> list:
+    """XA:Z on the primary rows of reads with alternatives."""
+    primary = alignments.primary_rows()[rows] & alignments.mapped[rows]
+    present = np.flatnonzero(primary & np.isin(reads, alternatives.reads))
+    if len(present) == 0:
+        return []
+    listed = np.searchsorted(alternatives.reads, reads[present])
+    lengths = alternatives.lengths[listed]
     return [
         (*constant_rows(b"\tXA:Z:", len(present)), present),
-        (windows(text, read_text_start, max(int(per_read.max()), 1)), per_read[listed], present),
+        (rows_of(alternatives.text, alternatives.starts[listed], max(int(lengths.max()), 1)), lengths, present),
     ]
 
 
@@ -530,10 +551,10 @@ class _Context:
     name_lengths: np.ndarray  # int64[reads]
     mapq: np.ndarray  # uint8[rows]
     read_pool: np.ndarray  # the chunk's codes, then its reverse complements at the same offsets
-    quality_pool: np.ndarray | None  # the chunk's qualities, then the same reversed (None: FASTA)
     rnames: tuple  # '\t' and RNAME of each contig, then '\t*' and '\t=', as left-aligned rows
     split_names: tuple  # '\tSA:Z:' and each contig's name (then '*')
     alternative_names: tuple  # each contig's name (then '*')
+    alternatives: _Alternatives | None = None  # the XA text of the chunk's reads
 
 
 def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None) -> bytes:
@@ -584,11 +605,11 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         name_lengths=name_lengths,
         mapq=mapq,
         read_pool=np.asarray(chunk.both_codes, dtype=np.uint8),
-        quality_pool=None if chunk.qualities is None else np.concatenate((np.array([ord("\t")], dtype=np.uint8), chunk.qualities, chunk.qualities[::-1])),
         rnames=table_rows([b"\t" + name.encode() for name in reference_text.contig_names] + [b"\t*", b"\t="]),
         split_names=table_rows([b"\tSA:Z:" + name.encode() for name in reference_text.contig_names] + [b"\tSA:Z:*"]),
         alternative_names=table_rows([name.encode() for name in reference_text.contig_names] + [b"*"]),
     )
+    context.alternatives = _alternatives_text(chunk, alignments, rows, context)
     # Bytes a line may take in its padded matrix: SEQ, QUAL, name, CIGAR (11 a op), MD, fixed.
     op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
     width = 4 * read_lengths[read_index[rows]] + name_lengths[read_index[rows]] + 12 * op_counts + 160

@@ -6,7 +6,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from bowmap.runtime.arrays import exclusive_cumsum, prefix_mask, windows
+from bowmap.runtime.arrays import exclusive_cumsum, windows
+
+
+def rows_of(flat: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """:func:`bowmap.runtime.arrays.windows` (rows ``flat[start : start + width]``, a copy; past
+    the end reads 0), through a view made without ``sliding_window_view``'s checks: the
+    formatter gathers rows a few hundred times a chunk."""
+    starts = np.asarray(starts, dtype=np.int64)
+    if len(starts) and width and flat.ndim == 1 and flat.flags.c_contiguous and len(flat) >= width and int(starts.max()) <= len(flat) - width:
+        view = np.ndarray((len(flat) - width + 1, width), dtype=flat.dtype, buffer=flat, strides=(flat.itemsize, flat.itemsize))
+        return view[starts]
+    return windows(flat, starts, width)
+
+
+_STEPS: dict[int, np.ndarray] = {}
+
+
+def prefix_mask(lengths: np.ndarray, width: int) -> np.ndarray:
+    """Boolean (len(lengths), width) matrix, row i True in its first ``lengths[i]`` columns
+    (lengths in 0..width): rows of a step, as :func:`bowmap.runtime.arrays.prefix_mask`."""
+    step = _STEPS.get(width)
+    if step is None:
+        step = np.zeros(2 * width, dtype=bool)
+        step[:width] = True
+        _STEPS[width] = step
+    return rows_of(step, width - np.asarray(lengths, dtype=np.int64), width)
 
 
 def segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -85,19 +110,26 @@ def decimal_rows(values: np.ndarray, prefix: bytes = b"") -> tuple[np.ndarray, n
         lengths = 1 + np.searchsorted(_POWERS, magnitude, side="right").astype(np.int64) + negative
         first = width - lengths
         full[np.flatnonzero(negative), first[negative]] = ord("-")
-        digits = windows(full.reshape(-1), np.arange(count, dtype=np.int64) * width + first, width)
-    if not before:
+        digits = rows_of(full.reshape(-1), np.arange(count, dtype=np.int64) * width + first, width)
+    if not before and digits.shape[1] in (8, 16) and digits.flags.c_contiguous:
         return digits, lengths
-    text = np.empty((count, before + digits.shape[1]), dtype=np.uint8)
+    width = before + digits.shape[1]
+    text = np.empty((count, _word_width(width)), dtype=np.uint8)
     text[:, :before] = np.frombuffer(prefix, dtype=np.uint8)
-    text[:, before:] = digits
+    text[:, before:width] = digits
     return text, lengths + before
+
+
+def _word_width(width: int) -> int:
+    """Columns to give a matrix of ``width``: 8 or 16 where it fits, so that :func:`_place` can
+    write its rows as single 8- or 16-byte elements; else ``width``."""
+    return 8 if width <= 8 else max(16, width)
 
 
 def table_rows(texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """A small table of texts as left-aligned rows (at least one column): (matrix, lengths)."""
     lengths = np.array([len(text) for text in texts], dtype=np.int64)
-    table = np.zeros((len(texts), max(int(lengths.max(initial=0)), 1)), dtype=np.uint8)
+    table = np.zeros((len(texts), _word_width(max(int(lengths.max(initial=0)), 1))), dtype=np.uint8)
     for row, text in enumerate(texts):  # a few rows (contig names, constants), not reads
         table[row, : len(text)] = np.frombuffer(text, dtype=np.uint8)
     return table, lengths
@@ -111,7 +143,7 @@ def joined_rows(pieces: np.ndarray, piece_lengths: np.ndarray, counts: np.ndarra
     """Rows made of consecutive runs of ``counts`` left-aligned pieces each: (matrix, lengths)."""
     flat = pieces[prefix_mask(piece_lengths, pieces.shape[1])]
     lengths = segment_sum(piece_lengths, counts)
-    return windows(flat, exclusive_cumsum(lengths), max(int(lengths.max(initial=0)), 1)), lengths
+    return rows_of(flat, exclusive_cumsum(lengths), max(int(lengths.max(initial=0)), 1)), lengths
 
 
 def assemble(count: int, fields: list) -> tuple[np.ndarray, np.ndarray]:
@@ -141,6 +173,9 @@ def assemble(count: int, fields: list) -> tuple[np.ndarray, np.ndarray]:
     return out[:size], totals
 
 
+_NARROW = 32  # bytes: rows of a wide field no longer than this are written through this width
+
+
 def _rows_at(out: np.ndarray, width: int) -> np.ndarray:
     """Writable view of ``out`` whose row k is ``out[k : k + width]``."""
     return np.ndarray((len(out) - width + 1, width), dtype=np.uint8, buffer=out, strides=(1, 1))
@@ -152,6 +187,37 @@ def _place(out: np.ndarray, positions: np.ndarray, matrix: np.ndarray, lengths: 
     if len(positions) == 0:
         return
     width = matrix.shape[1]
+    if width > _NARROW:
+        # A few long rows (one MD of many mismatches, a long name) would make every row's
+        # padding reach past its line: the rows that fit go through a narrower window.
+        short = lengths <= _NARROW
+        if short.any() and not short.all():
+            _place(out, positions[short], matrix[short, :_NARROW], lengths[short], limits[short])
+            long = ~short
+            positions, matrix, lengths, limits = positions[long], matrix[long], lengths[long], limits[long]
+    if width <= 16 and len(positions) > 64:
+        # Rows of 8 or 16 bytes (a contiguous matrix of that width, or one constant row) go as
+        # single elements: a third of the cost of a row copy.
+        size = 8 if width <= 8 else 16
+        if matrix.strides[0] == 0:
+            row = np.zeros(size, dtype=np.uint8)
+            row[:width] = matrix[0]
+            values = row.view(f"V{size}")[0]
+        elif width == size and matrix.flags.c_contiguous:
+            values = matrix.view(f"V{size}")[:, 0]
+        else:
+            values = None
+        if values is not None:
+            fits = positions + size <= limits
+            words = np.ndarray((len(out) - size + 1,), dtype=f"V{size}", buffer=out, strides=(1,))
+            if fits.all():
+                words[positions] = values
+                return
+            words[positions[fits]] = values if matrix.strides[0] == 0 else values[fits]
+            rest = ~fits
+            positions, matrix, lengths, limits = positions[rest], matrix[rest], lengths[rest], limits[rest]
+            width = max(int(lengths.max()), 1)  # the rest through their own width
+            matrix = matrix[:, :width]
     over = positions + width > limits
     if not over.any():
         _rows_at(out, width)[positions] = matrix
@@ -167,6 +233,6 @@ def _place(out: np.ndarray, positions: np.ndarray, matrix: np.ndarray, lengths: 
         size = 1 << bit
         rows = np.flatnonzero(lengths & size)
         if len(rows):
-            _rows_at(out, size)[positions[rows]] = windows(flat, done[rows], size)
+            _rows_at(out, size)[positions[rows]] = rows_of(flat, done[rows], size)
             positions[rows] += size
             done[rows] += size
