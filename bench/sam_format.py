@@ -128,11 +128,22 @@ def make_chunk(seed: int, reads: int, *, paired: bool = True, fasta: bool = Fals
         sequence[rng.integers(0, len(sequence), size=max(1, len(sequence) // 5000))] = 4
     count = reads + reads % 2 if paired else reads
 
-    def place(length_needed):
+    # Copies (repeats for XA and secondary rows, the other part of a split read) go to the last
+    # tenth of the longest contig, one after another, so that none overwrites a read's place.
+    longest = int(np.argmax([len(s) for s in sequences]))
+    copies = [len(sequences[longest]) * 9 // 10]
+
+    def place(length_needed, copy=False):
+        if copy:
+            if copies[0] + length_needed > len(sequences[longest]):
+                copies[0] = len(sequences[longest]) * 9 // 10  # small test genomes: start again
+            copies[0] += length_needed
+            return longest, max(copies[0] - length_needed, 0)
         contig = 0 if rng.random() < 0.97 or len(contigs) == 1 else int(rng.integers(1, len(contigs)))
         if len(sequences[contig]) < length_needed:
-            contig = int(np.argmax([len(s) for s in sequences]))
-        return contig, int(rng.integers(0, len(sequences[contig]) - length_needed + 1))
+            contig = longest
+        end = len(sequences[contig]) * 9 // 10 if contig == longest else len(sequences[contig])
+        return contig, int(rng.integers(0, max(end - length_needed, 0) + 1))
 
     def mutated(bases):
         bases = bases.copy()
@@ -142,7 +153,7 @@ def make_chunk(seed: int, reads: int, *, paired: bool = True, fasta: bool = Fals
 
     def repeat(contig, position, span):
         """A place holding a near copy of ``span`` bases at ``position`` (a repeat, as XA lists)."""
-        other_contig, other_position = place(span)
+        other_contig, other_position = place(span, copy=True)
         sequences[other_contig][other_position : other_position + span] = mutated(sequences[contig][position : position + span])
         return other_contig, other_position
 
@@ -184,7 +195,7 @@ def make_chunk(seed: int, reads: int, *, paired: bool = True, fasta: bool = Fals
             clip_first = cigar[0][0] == "S"
             kept = cigar[0][1] if clip_first else cigar[-1][1]
             other = [("M", kept), ("S", length - kept)] if clip_first else [("S", length - kept), ("M", kept)]
-            other_contig, other_position = place(kept)
+            other_contig, other_position = place(kept, copy=True)
             part = strand[:kept] if clip_first else strand[-kept:]  # the clipped part lies there (a repeat made)
             sequences[other_contig][other_position : other_position + kept] = mutated(part)
             rows[-1] = rows[-1][:-1] + (1,)

@@ -206,23 +206,31 @@ _ANY_ABOVE_THREE = np.uint64(0xFCFCFCFCFCFCFCFC)
 def _mismatches(read_codes: np.ndarray, reference_codes: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row and column of every base of two (rows, width) code matrices that differs (or where
     either holds a code above 3, an N), within each row's first ``lengths`` columns, in row-major
-    order. Eight bases at a time: most words of two near-equal matrices are all equal."""
-    width = read_codes.shape[1]
+    order. Compared eight bases a word; the words that differ are few (most rows are a whole
+    read's bases, near-equal to the reference's), so they are found first."""
+    count, width = read_codes.shape
     read_flat, reference_flat = read_codes.reshape(-1), reference_codes.reshape(-1)
     whole = len(read_flat) // 8 * 8
+    differ = np.empty(len(read_flat), dtype=np.uint8)
+    differ_words = differ[:whole].view(np.uint64)
     read_words, reference_words = read_flat[:whole].view(np.uint64), reference_flat[:whole].view(np.uint64)
-    differ = read_words ^ reference_words
-    differ |= (read_words | reference_words) & _ANY_ABOVE_THREE
-    words = np.flatnonzero(differ)
-    in_words = np.flatnonzero(differ[words].view(np.uint8))
-    places = words[in_words >> 3] * 8 + (in_words & 7)
+    np.bitwise_xor(read_words, reference_words, out=differ_words)
+    either = read_words | reference_words
+    either &= _ANY_ABOVE_THREE
+    differ_words |= either
     read_tail, reference_tail = read_flat[whole:], reference_flat[whole:]
-    tail = np.flatnonzero((read_tail != reference_tail) | (np.maximum(read_tail, reference_tail) > 3))
+    differ[whole:] = (read_tail ^ reference_tail) | ((read_tail | reference_tail) & 0xFC)
+    short = np.flatnonzero(lengths < width)
+    if len(short):  # the columns past a row's length hold other bases: cleared
+        rows = differ.reshape(count, width)
+        rows[short] *= prefix_mask(lengths[short], width)
+    words = np.flatnonzero(differ_words)
+    in_words = np.flatnonzero(differ_words[words].view(np.uint8))
+    places = words[in_words >> 3] * 8 + (in_words & 7)
+    tail = np.flatnonzero(differ[whole:])
     if len(tail):
         places = np.concatenate((places, whole + tail))
-    run, column = np.divmod(places, width)
-    inside = column < lengths[run]
-    return run[inside], column[inside]
+    return np.divmod(places, width)
 
 
 def _md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code):

@@ -45,7 +45,8 @@ def segment_sum(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
 # digits) and zero-padded to four digits: a number is one word gathered, not four bytes.
 _SMALL_NUMBERS = np.array([str(number).encode() for number in range(10000)], dtype="S4").view("<u4")
 _DIGIT_GROUPS = np.array([f"{number:04d}".encode() for number in range(10000)], dtype="S4").view("<u4")
-_GROUP_SCALES = 10000 ** np.arange(5, dtype=np.int64)  # five groups of four digits hold any int64
+_SMALL_WORDS = _SMALL_NUMBERS.astype(np.uint64)
+_GROUP_WORDS = _DIGIT_GROUPS.astype(np.uint64)
 
 
 def decimal_text(values: np.ndarray) -> np.ndarray:
@@ -73,48 +74,74 @@ _POWERS = 10 ** np.arange(1, 20, dtype=np.uint64)  # 10 .. 10**19
 
 
 def decimal_rows(values: np.ndarray, prefix: bytes = b"") -> tuple[np.ndarray, np.ndarray]:
-    """``prefix`` then the decimal text of each integer, left-aligned rows: (matrix, lengths)."""
+    """``prefix`` then the decimal text of each integer, left-aligned rows: (matrix, lengths).
+
+    Numbers below 10**8 (above -10**7) are one little-endian 64-bit word each (its digits, NULs
+    after), and the prefix is shifted in front of the word, not copied column by column."""
     values = np.asarray(values, dtype=np.int64)
     count, before = len(values), len(prefix)
     if count == 0:
         return np.zeros((0, before + 1), dtype=np.uint8), np.zeros(0, dtype=np.int64)
     low, high = int(values.min()), int(values.max())
     if low >= 0 and high < 10000:
-        digits = np.take(_SMALL_NUMBERS, values).view(np.uint8).reshape(count, 4)[:, : _SMALL_LENGTHS[high]]  # no wider than the longest
+        words = np.take(_SMALL_WORDS, values)
         lengths = _SMALL_LENGTHS[values]
+        longest = int(_SMALL_LENGTHS[high])
     elif low > -(10**7) and high < 10**8:
-        # Up to eight bytes: the leading group unpadded, then the next zero-padded, as one
-        # little-endian word (the sign shifted in front).
+        # The leading group of four digits unpadded, the next zero-padded after it, the sign
+        # shifted in front.
         magnitude = np.abs(values)
         high_group, low_group = np.divmod(magnitude, 10000)
         high_lengths = _SMALL_LENGTHS[high_group]
         split = high_group > 0
-        words = np.take(_SMALL_NUMBERS, np.where(split, high_group, low_group)).astype(np.uint64)
-        words |= np.where(split, np.take(_DIGIT_GROUPS, low_group).astype(np.uint64) << (high_lengths.astype(np.uint64) * np.uint64(8)), np.uint64(0))
+        words = np.take(_SMALL_WORDS, np.where(split, high_group, low_group))
+        words |= np.where(split, np.take(_GROUP_WORDS, low_group) << (high_lengths.astype(np.uint64) * np.uint64(8)), np.uint64(0))
         lengths = np.where(split, high_lengths + 4, _SMALL_LENGTHS[low_group])
         if low < 0:
             negative = values < 0
             words = np.where(negative, (words << np.uint64(8)) | np.uint64(ord("-")), words)
             lengths = lengths + negative
-        digits = words.view(np.uint8).reshape(count, 8)[:, : int(lengths.max())]
+        longest = int(lengths.max())
     else:
-        # Zero-padded groups of four digits, right-aligned behind a column for the sign; each
-        # row's text then starts d (+1 for '-') columns before the end and is cut out there.
-        negative = values < 0
-        magnitude = np.where(negative, ~values.view(np.uint64) + np.uint64(1), values.view(np.uint64))
-        groups = -(-len(str(int(magnitude.max()))) // 4)
-        scales = (np.uint64(10000) ** np.arange(groups - 1, -1, -1, dtype=np.uint64))
-        width = 4 * groups + 1
-        full = np.empty((count, width), dtype=np.uint8)
-        full[:, 1:] = np.take(_DIGIT_GROUPS, (magnitude[:, None] // scales % np.uint64(10000)).astype(np.intp)).view(np.uint8).reshape(count, width - 1)
-        lengths = 1 + np.searchsorted(_POWERS, magnitude, side="right").astype(np.int64) + negative
-        first = width - lengths
-        full[np.flatnonzero(negative), first[negative]] = ord("-")
-        digits = rows_of(full.reshape(-1), np.arange(count, dtype=np.int64) * width + first, width)
-    if not before and digits.shape[1] in (8, 16) and digits.flags.c_contiguous:
-        return digits, lengths
+        return _long_decimal_rows(values, prefix)
+    if not before:
+        return words.view(np.uint8).reshape(count, 8), lengths
+    if before + longest > 16 or before >= 8:
+        return _with_prefix(words.view(np.uint8).reshape(count, 8)[:, :longest], lengths, prefix)
+    prefix_word = np.uint64(int.from_bytes(prefix, "little"))
+    shift = np.uint64(8 * before)
+    if before + longest <= 8:
+        text = (words << shift) | prefix_word
+        return text.view(np.uint8).reshape(count, 8), lengths + before
+    text = np.empty((count, 2), dtype=np.uint64)
+    np.bitwise_or(words << shift, prefix_word, out=text[:, 0])
+    np.right_shift(words, np.uint64(64 - 8 * before), out=text[:, 1])
+    return text.view(np.uint8).reshape(count, 16), lengths + before
+
+
+def _long_decimal_rows(values: np.ndarray, prefix: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`decimal_rows` of any int64: zero-padded groups of four digits, right-aligned behind
+    a column for the sign; each row's text then starts d (+1 for '-') columns before the end
+    and is cut out there."""
+    count = len(values)
+    negative = values < 0
+    magnitude = np.where(negative, ~values.view(np.uint64) + np.uint64(1), values.view(np.uint64))
+    groups = -(-len(str(int(magnitude.max()))) // 4)
+    scales = np.uint64(10000) ** np.arange(groups - 1, -1, -1, dtype=np.uint64)
+    width = 4 * groups + 1
+    full = np.empty((count, width), dtype=np.uint8)
+    full[:, 1:] = np.take(_DIGIT_GROUPS, (magnitude[:, None] // scales % np.uint64(10000)).astype(np.intp)).view(np.uint8).reshape(count, width - 1)
+    lengths = 1 + np.searchsorted(_POWERS, magnitude, side="right").astype(np.int64) + negative
+    first = width - lengths
+    full[np.flatnonzero(negative), first[negative]] = ord("-")
+    digits = rows_of(full.reshape(-1), np.arange(count, dtype=np.int64) * width + first, width)
+    return _with_prefix(digits, lengths, prefix) if prefix else (digits, lengths)
+
+
+def _with_prefix(digits: np.ndarray, lengths: np.ndarray, prefix: bytes) -> tuple[np.ndarray, np.ndarray]:
+    before = len(prefix)
     width = before + digits.shape[1]
-    text = np.empty((count, _word_width(width)), dtype=np.uint8)
+    text = np.empty((len(digits), _word_width(width)), dtype=np.uint8)
     text[:, :before] = np.frombuffer(prefix, dtype=np.uint8)
     text[:, before:width] = digits
     return text, lengths + before
