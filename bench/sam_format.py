@@ -187,6 +187,11 @@ def make_chunk(seed: int, reads: int, *, paired: bool = True, fasta: bool = Fals
         span = sum(size for op, size in cigar if op in "MD=X")
         contig, position = place(span)
         reverse = bool(rng.random() < 0.5)
+        mate = rows[-1] if paired and read % 2 and rows and rows[-1][0] == read - 1 else None
+        if mate is not None and mate[1] and span <= len(sequences[mate[3]]) and rng.random() < 0.98:  # the mate of a pair, 50-500 bp on, other strand
+            reverse = not mate[2]
+            end = len(sequences[mate[3]]) - span
+            contig, position = mate[3], int(min(max(mate[4] + int(rng.integers(-500, 500)), 0), end))
         strand = aligned_strand(contig, position, cigar)
         codes.append(complement(strand) if reverse else strand)
         split = cigar[0][0] == "S" or cigar[-1][0] == "S"
@@ -287,15 +292,20 @@ def main() -> int:
     parser.add_argument("--check", type=int, default=0, help="random small chunks compared byte for byte first")
     args = parser.parse_args()
     before = old_format_chunk(args.before)
+    old_failed = 0
     for seed in range(args.check):
         (chunk, alignments, reference), read_group, write_unaligned, options = kinds(1000 + seed)
-        old = before(chunk, alignments, reference, read_group, write_unaligned)
         new = format_chunk(chunk, alignments, reference, read_group, write_unaligned)
+        try:
+            old = before(chunk, alignments, reference, read_group, write_unaligned)
+        except IndexError:  # f240ef9's _hard_clip read past the CIGARs when a batch ended with an unmapped row
+            old_failed += 1
+            continue
         if old != new:
             print(f"check {seed}: outputs differ ({options}, rg {read_group}, unaligned {write_unaligned})", file=sys.stderr)
             return 1
     if args.check:
-        print(f"{args.check} random chunks: byte-identical")
+        print(f"{args.check - old_failed} random chunks: byte-identical ({old_failed} more that the old formatter fails on)")
     cases = [
         ("paired 2x150, XA/SA", make_chunk(1, 2 * args.pairs), None),
         ("paired, FASTA, RG", make_chunk(2, 2 * args.pairs, fasta=True), "lane1"),

@@ -103,7 +103,18 @@ def decimal_rows(values: np.ndarray, prefix: bytes = b"") -> tuple[np.ndarray, n
             lengths = lengths + negative
         longest = int(lengths.max())
     else:
-        return _long_decimal_rows(values, prefix)
+        quick = (values > -(10**7)) & (values < 10**8)
+        if not quick.any():
+            return _long_decimal_rows(values, prefix)
+        # A few long numbers (a position past 100 Mbp, a far mate's TLEN): those rows alone.
+        text, lengths = decimal_rows(np.where(quick, values, 0), prefix)
+        slow = np.flatnonzero(~quick)
+        long_text, long_lengths = _long_decimal_rows(values[slow], prefix)
+        if long_text.shape[1] > text.shape[1]:
+            text = np.concatenate((text, np.zeros((count, long_text.shape[1] - text.shape[1]), dtype=np.uint8)), axis=1)
+        text[slow, : long_text.shape[1]] = long_text
+        lengths[slow] = long_lengths
+        return text, lengths
     if not before:
         return words.view(np.uint8).reshape(count, 8), lengths
     if before + longest > 16 or before >= 8:
