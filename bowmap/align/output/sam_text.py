@@ -197,7 +197,11 @@ def assemble(count: int, fields: list) -> tuple[np.ndarray, np.ndarray]:
     starts = exclusive_cumsum(totals)
     size = int(totals.sum())
     out = np.empty(size + max(matrix.shape[1] for matrix, _, _ in fields), dtype=np.uint8)
-    limits = starts + totals
+    # A row may spill past its line into the first bytes of the next, as far as every line's
+    # first field reaches: those bytes are written again, exactly, once all fields are down.
+    first, first_lengths, first_rows = fields[0]
+    again = min(int(first_lengths.min()), first.shape[1]) if first_rows is None and count else 0
+    limits = starts + totals + again
     if count:
         limits[-1] = len(out)  # the last line may spill into the spare end
     cursor = starts.copy()
@@ -208,6 +212,8 @@ def assemble(count: int, fields: list) -> tuple[np.ndarray, np.ndarray]:
         else:
             _place(out, cursor[rows], matrix, lengths, limits[rows])
             cursor[rows] += lengths
+    if again and count > 1:
+        _rows_at(out, again)[starts[1:]] = first[1:, :again]
     return out[:size], totals
 
 
