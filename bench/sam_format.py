@@ -256,6 +256,20 @@ def make_chunk(seed: int, reads: int, *, paired: bool = True, fasta: bool = Fals
     return chunk, alignments, reference
 
 
+def only_empty_sequences_differ(old: bytes, new: bytes) -> bool:
+    """Whether the lines differ only where f240ef9 wrote an empty SEQ (an empty read in a batch
+    with a hard-clipped row: its _hard_clip cleared the '*'), where the new text has '*'."""
+    old_lines, new_lines = old.split(b"\n"), new.split(b"\n")
+    if len(old_lines) != len(new_lines):
+        return False
+    for old_line, new_line in zip(old_lines, new_lines):
+        if old_line != new_line:
+            old_fields, new_fields = old_line.split(b"\t"), new_line.split(b"\t")
+            if old_fields[:9] + old_fields[10:] != new_fields[:9] + new_fields[10:] or (old_fields[9], new_fields[9]) != (b"", b"*"):
+                return False
+    return True
+
+
 def best_seconds(functions, repeats: int) -> list[tuple[float, bytes]]:
     """Best CPU time and output of each function, called in turn ``repeats`` times (interleaved,
     so that a busy spell of the machine does not fall on one of them only)."""
@@ -301,7 +315,7 @@ def main() -> int:
         except IndexError:  # f240ef9's _hard_clip read past the CIGARs when a batch ended with an unmapped row
             old_failed += 1
             continue
-        if old != new:
+        if old != new and not only_empty_sequences_differ(old, new):
             print(f"check {seed}: outputs differ ({options}, rg {read_group}, unaligned {write_unaligned})", file=sys.stderr)
             return 1
     if args.check:
