@@ -12,11 +12,18 @@ from bowmap.align.extend.mapq import NO_SCORE
 from bowmap.align.output.reference import ReferenceText
 from bowmap.align.output.sam import ChunkAlignments, format_chunk
 
-from .test_sam import CIGAR_CODES, LETTERS, expected_nm_md, make_chunk, random_cigar, reverse_complement
+from .test_sam import (
+    CIGAR_CODES,
+    LETTERS,
+    expected_nm_md,
+    make_chunk,
+    random_cigar,
+    reverse_complement,
+)
 
 
-def cigar_of(ops: np.ndarray) -> list[tuple[str, int]]:
-    return [("MIDNSHP=X"[int(op) & 0xF], int(op) >> 4) for op in ops]
+def record(**fields) -> dict:
+    return fields
 
 
 class FarEnd:
@@ -80,7 +87,7 @@ def random_case(seed: int, count: int, paired: bool, fasta: bool, far: bool):
         qualities.append(bytes(rng.integers(33, 75, size=length, dtype=np.uint8)))
         if length == 0 or rng.random() < 0.15:
             reads.append(rng.integers(0, 5, size=length, dtype=np.uint8))
-            rows.append(dict(read=read, mapped=False, reverse=False, contig=0, position=0, cigar=[], secondary=False, supplementary=False, hard=False, partner=0))
+            rows.append(record(read=read, mapped=False, reverse=False, contig=0, position=0, cigar=[], secondary=False, supplementary=False, hard=False, partner=0))
             continue
         cigar = random_cigar(rng, length)
         contig, position = place(span_of(cigar))
@@ -99,7 +106,7 @@ def random_case(seed: int, count: int, paired: bool, fasta: bool, far: bool):
                 aligned.append(rng.integers(0, 4, size=size, dtype=np.uint8))
         strand = np.concatenate(aligned).astype(np.uint8)
         reads.append(reverse_complement(strand) if reverse else strand)
-        rows.append(dict(read=read, mapped=True, reverse=reverse, contig=contig, position=position, cigar=cigar, secondary=False, supplementary=False, hard=False, partner=0))
+        rows.append(record(read=read, mapped=True, reverse=reverse, contig=contig, position=position, cigar=cigar, secondary=False, supplementary=False, hard=False, partner=0))
         clipped = [size for op, size in (cigar[0], cigar[-1]) if op == "S"]
         if clipped and rng.random() < 0.5:  # the clipped part elsewhere: a supplementary row, SA both ways
             kept = clipped[0]
@@ -107,17 +114,17 @@ def random_case(seed: int, count: int, paired: bool, fasta: bool, far: bool):
             other_contig, other_position = place(kept)
             split_as_secondary = bool(rng.random() < 0.2)
             rows[-1]["partner"] = 1
-            rows.append(dict(read=read, mapped=True, reverse=bool(rng.random() < 0.5), contig=other_contig, position=other_position, cigar=other,
+            rows.append(record(read=read, mapped=True, reverse=bool(rng.random() < 0.5), contig=other_contig, position=other_position, cigar=other,
                              secondary=split_as_secondary, supplementary=not split_as_secondary, hard=bool(rng.random() < 0.5), partner=-1))  # fmt: skip
         for _ in range(int(rng.random() < 0.15) * int(rng.integers(1, 3))):
             other = random_cigar(rng, length)
             other_contig, other_position = place(span_of(other))
-            rows.append(dict(read=read, mapped=True, reverse=bool(rng.random() < 0.5), contig=other_contig, position=other_position, cigar=other,
+            rows.append(record(read=read, mapped=True, reverse=bool(rng.random() < 0.5), contig=other_contig, position=other_position, cigar=other,
                              secondary=True, supplementary=False, hard=False, partner=0))  # fmt: skip
         for _ in range(int(rng.random() < 0.3) * int(rng.integers(1, 4))):
             other = random_cigar(rng, length)
             other_contig, other_position = place(span_of(other))
-            entries.append(dict(read=read, reverse=bool(rng.random() < 0.5), contig=other_contig, position=other_position, cigar=other))
+            entries.append(record(read=read, reverse=bool(rng.random() < 0.5), contig=other_contig, position=other_position, cigar=other))
     chunk = make_chunk(names, reads, None if fasta else qualities)
     chunk.paired = paired
 
