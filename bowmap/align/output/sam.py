@@ -1,16 +1,15 @@
 """The SAM/BAM output stage of ``bowmap align``: header, chunk formatting, and the one writer.
 
 A chunk's SAM text is built with NumPy for all its reads at once, never with a Python loop over
-reads or over CIGAR operations. Every field of a batch of lines becomes a NUL-padded ``uint8``
-matrix (one row per line): integers through tables of four-digit words, read names / SEQ / QUAL
-as rows gathered from the concatenated bytes through a strided view
-(:func:`bowmap.runtime.arrays.windows`, no index array a byte) with the bytes past each row's length
-cleared, CIGAR as one slot of digits and letter an operation, MD as packed items with per-line
-lengths. NM and MD compare each aligned operation's read and reference bases as two matrices.
-The matrices are laid side by side and the NUL padding is dropped in one step
-(``matrix[matrix != 0]``); SAM text never contains a NUL, so only padding goes. A padded field
-may sit anywhere in its columns (a reversed QUAL row is right-aligned, an unused CIGAR slot is
-all NUL), since all NULs go.
+reads or over CIGAR operations. Every field of a batch of lines is a ``uint8`` matrix of
+left-aligned rows, one a line, with each row's length (:mod:`.sam_text`): integers as 64-bit
+words of digits from tables of four-digit groups, their prefix (a tab, a tag) shifted in front;
+read names, SEQ and QUAL as rows gathered from the concatenated bytes (no index array a byte),
+the bytes after each row's length left as they are; CIGAR and MD as pieces (an operation, an
+event) joined by row. NM and MD compare each aligned operation's read and reference bases eight
+at a time. The lines are then assembled by writing each field's rows at their exact offsets in
+the output, field after field (:func:`.sam_text.assemble`): nothing is padded, concatenated or
+dropped afterwards.
 
 Coordinates: ``ChunkAlignments.position`` is 0-based in its contig; SAM POS is 1-based.
 Reference "text" positions are 0-based offsets in the concatenation of all contigs.
@@ -56,7 +55,7 @@ _BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
 
 FLAG_REVERSE, FLAG_UNMAPPED, FLAG_SECONDARY, FLAG_SUPPLEMENTARY = 16, 4, 256, 2048
 
-# Lines are formatted in batches whose padded matrix stays near this many bytes, which also
+# Lines are formatted in batches whose estimated width (below) stays near this many bytes, which also
 # bounds the per-base arrays of NM/MD (about 30 bytes per aligned base).
 _BATCH_BYTES = 8 << 20
 
@@ -123,8 +122,6 @@ class _Cigars:
     md: np.ndarray | None
     md_lengths: np.ndarray | None
     span: np.ndarray  # reference bases each alignment covers
-    op_first: np.ndarray  # each line's first operation and its count, in alignments.cigar_ops
-    op_counts: np.ndarray
 
 
 def _alignment_fields(chunk, alignments, rows, reads, reverse, context, with_md: bool = True) -> _Cigars:
@@ -197,7 +194,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context, with_md:
         mismatch_code = reference_codes[mismatch_run, mismatch_column]
         mismatch_offset = reference_before[mismatch_op] + mismatch_column
         md, md_lengths = _md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code)
-    return _Cigars(cigar, cigar_lengths, edit_distance, md, md_lengths, span, op_first, op_counts)
+    return _Cigars(cigar, cigar_lengths, edit_distance, md, md_lengths, span)
 
 
 _ANY_ABOVE_THREE = np.uint64(0xFCFCFCFCFCFCFCFC)
@@ -352,7 +349,7 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
         line_cigar[hard] = letters
 
     # SEQ is the aligned strand: a reverse read's comes from the reverse complements (second in
-    # the pool); QUAL the qualities, read backwards (from the reversed copy) for a reverse read.
+    # the pool); QUAL the qualities, read backwards (a reversed view) for a reverse read.
     shown = read_lengths - lead - trail
     starred = empty | hidden
     strand_starts = read_starts + np.where(reverse, len(chunk.codes), 0) + lead
@@ -618,7 +615,7 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         alternative_names=table_rows([name.encode() for name in reference_text.contig_names] + [b"*"]),
     )
     context.alternatives = _alternatives_text(chunk, alignments, rows, context)
-    # Bytes a line may take in its padded matrix: SEQ, QUAL, name, CIGAR (11 a op), MD, fixed.
+    # Bytes a line's fields may take (SEQ, QUAL, name, CIGAR at 11 a op, MD, fixed): the batch size.
     op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
     width = 4 * read_lengths[read_index[rows]] + name_lengths[read_index[rows]] + 12 * op_counts + 160
     pieces = []
