@@ -280,3 +280,95 @@ def _place(out: np.ndarray, positions: np.ndarray, matrix: np.ndarray, lengths: 
             _rows_at(out, size)[positions[rows]] = rows_of(flat, done[rows], size)
             positions[rows] += size
             done[rows] += size
+
+
+# ------------------------------------------------------------------------------- NM and MD
+
+_BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
+_DELETION = 2  # the BAM CIGAR code of D
+
+_ANY_ABOVE_THREE = np.uint64(0xFCFCFCFCFCFCFCFC)
+
+
+def mismatches(read_codes: np.ndarray, reference_codes: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column of every base of two (rows, width) code matrices that differs (or where
+    either holds a code above 3, an N), within each row's first ``lengths`` columns, in row-major
+    order. Compared eight bases a word; the words that differ are few (most rows are a whole
+    read's bases, near-equal to the reference's), so they are found first."""
+    count, width = read_codes.shape
+    read_flat, reference_flat = read_codes.reshape(-1), reference_codes.reshape(-1)
+    whole = len(read_flat) // 8 * 8
+    differ = np.empty(len(read_flat), dtype=np.uint8)
+    differ_words = differ[:whole].view(np.uint64)
+    read_words, reference_words = read_flat[:whole].view(np.uint64), reference_flat[:whole].view(np.uint64)
+    np.bitwise_xor(read_words, reference_words, out=differ_words)
+    either = read_words | reference_words
+    either &= _ANY_ABOVE_THREE
+    differ_words |= either
+    read_tail, reference_tail = read_flat[whole:], reference_flat[whole:]
+    differ[whole:] = (read_tail ^ reference_tail) | ((read_tail | reference_tail) & 0xFC)
+    short = np.flatnonzero(lengths < width)
+    if len(short):  # the columns past a row's length hold other bases: cleared
+        rows = differ.reshape(count, width)
+        rows[short] *= prefix_mask(lengths[short], width)
+    words = np.flatnonzero(differ_words)
+    in_words = np.flatnonzero(differ_words[words].view(np.uint8))
+    places = words[in_words >> 3] * 8 + (in_words & 7)
+    tail = np.flatnonzero(differ[whole:])
+    if len(tail):
+        places = np.concatenate((places, whole + tail))
+    return np.divmod(places, width)
+
+
+def md_rows(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code):
+    """MD of ``len(span)`` lines as left-aligned rows (matrix, lengths): events (a mismatched
+    base, a deletion) in reference order, each preceded by the count of matching bases since the
+    previous event; a final count ends every row. Built as items, one a matrix row (a count then
+    its event's letter or '^'; the final count), joined, the deleted bases inserted after their
+    '^'."""
+    count = len(span)
+    deletion = np.flatnonzero(op_code == _DELETION)
+    event_row = np.concatenate((mismatch_row, op_row[deletion]))
+    event_offset = np.concatenate((mismatch_offset, reference_before[deletion]))
+    event_span = np.concatenate((np.ones(len(mismatch_row), dtype=np.int64), op_length[deletion]))
+    event_letter = np.concatenate((_BASE_LETTERS[np.minimum(mismatch_code, 4)], np.full(len(deletion), ord("^"), dtype=np.uint8)))
+    if len(deletion):
+        # Mismatches and deletions are each in reference order already: a stable sort merges them
+        # (and keeps the deletions in operation order).
+        order = np.argsort(exclusive_cumsum(span)[event_row] + event_offset, kind="stable")
+        event_row, event_offset, event_span, event_letter = event_row[order], event_offset[order], event_span[order], event_letter[order]
+    events = len(event_row)
+    events_per_row = np.bincount(event_row, minlength=count)
+    first_event = exclusive_cumsum(events_per_row)
+    event_end = event_offset + event_span
+    previous_end = np.zeros(events, dtype=np.int64)
+    previous_end[1:] = event_end[:-1]
+    previous_end[first_event[events_per_row > 0]] = 0
+    last_end = np.zeros(count, dtype=np.int64)
+    has_events = events_per_row > 0
+    last_end[has_events] = event_end[first_event[has_events] + events_per_row[has_events] - 1]
+
+    # Items in row order: row r's events then its final count (event k of row r is item
+    # first_event[r] + r + k).
+    items_per_row = events_per_row + 1
+    final_item = np.cumsum(items_per_row) - 1
+    is_final = np.zeros(events + count, dtype=bool)
+    is_final[final_item] = True
+    counts = np.empty(events + count, dtype=np.int64)
+    counts[final_item] = span - last_end
+    counts[~is_final] = event_offset - previous_end
+    items, item_lengths = decimal_rows(counts)
+    items = np.concatenate((items, np.zeros((len(items), 1), dtype=np.uint8)), axis=1)
+    event_item = np.flatnonzero(~is_final)
+    items[event_item, item_lengths[event_item]] = event_letter
+    item_lengths[event_item] += 1
+    if not len(deletion):
+        return joined_rows(items, item_lengths, items_per_row)
+    flat = items[prefix_mask(item_lengths, items.shape[1])]
+    deleted_item = event_item[event_letter == ord("^")]
+    after_caret = (exclusive_cumsum(item_lengths) + item_lengths)[deleted_item]
+    deleted_bases = _BASE_LETTERS[np.minimum(reference.spans(text_start[deletion], op_length[deletion]), 4)]
+    flat = np.insert(flat, np.repeat(after_caret, op_length[deletion]), deleted_bases)
+    item_lengths[deleted_item] += op_length[deletion]
+    lengths = segment_sum(item_lengths, items_per_row)
+    return rows_of(flat, exclusive_cumsum(lengths), max(int(lengths.max(initial=0)), 1)), lengths
