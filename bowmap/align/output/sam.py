@@ -1,16 +1,15 @@
 """The SAM/BAM output stage of ``bowmap align``: header, chunk formatting, and the one writer.
 
 A chunk's SAM text is built with NumPy for all its reads at once, never with a Python loop over
-reads or over CIGAR operations. Every field of a batch of lines becomes a NUL-padded ``uint8``
-matrix (one row per line): integers through tables of four-digit words, read names / SEQ / QUAL
-as rows gathered from the concatenated bytes through a strided view
-(:func:`bowmap.runtime.arrays.windows`, no index array a byte) with the bytes past each row's length
-cleared, CIGAR as one slot of digits and letter an operation, MD as packed items with per-line
-lengths. NM and MD compare each aligned operation's read and reference bases as two matrices.
-The matrices are laid side by side and the NUL padding is dropped in one step
-(``matrix[matrix != 0]``); SAM text never contains a NUL, so only padding goes. A padded field
-may sit anywhere in its columns (a reversed QUAL row is right-aligned, an unused CIGAR slot is
-all NUL), since all NULs go.
+reads or over CIGAR operations. Every field of a batch of lines is a ``uint8`` matrix of
+left-aligned rows, one a line, with each row's length (:mod:`.sam_text`): integers as 64-bit
+words of digits from tables of four-digit groups, their prefix (a tab, a tag) shifted in front;
+read names, SEQ and QUAL as rows gathered from the concatenated bytes (no index array a byte),
+the bytes after each row's length left as they are; CIGAR and MD as pieces (an operation, an
+event) joined by row. NM and MD compare each aligned operation's read and reference bases eight
+at a time. The lines are then assembled by writing each field's rows at their exact offsets in
+the output, field after field (:func:`.sam_text.assemble`): nothing is padded, concatenated or
+dropped afterwards.
 
 Coordinates: ``ChunkAlignments.position`` is 0-based in its contig; SAM POS is 1-based.
 Reference "text" positions are 0-based offsets in the concatenation of all contigs.
@@ -25,15 +24,17 @@ import numpy as np
 from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
 from bowmap.align.output.reference import ReferenceText
 from bowmap.align.output.sam_text import (
-    constant_text,
-    cut_rows,
-    decimal_text,
-    padded_rows,
+    assemble,
+    constant_rows,
+    decimal_rows,
+    joined_rows,
+    md_rows,
+    mismatches,
+    rows_of,
     segment_sum,
-    tag_blocks,
-    text_rows,
+    table_rows,
 )
-from bowmap.runtime.arrays import exclusive_cumsum, prefix_mask, segment_ranges, windows
+from bowmap.runtime.arrays import exclusive_cumsum, segment_ranges, windows
 
 __all__ = [
     "NO_SCORE",
@@ -50,14 +51,9 @@ _ALIGNED = np.array([1, 0, 0, 0, 0, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M = X
 _SUPPORTED = np.array([1, 1, 1, 0, 1, 0, 0, 1, 1] + [0] * 7, dtype=bool)  # M I D S = X
 INSERTION, DELETION, SOFT_CLIP = 1, 2, 4
 
-# Codes 0..4 -> letters. Padded matrices hold code + 1 so that 0 stays the padding.
-_BASE_LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
-_FORWARD_LETTERS = np.frombuffer(b"\0ACGTN" + b"N" * 250, dtype=np.uint8)
-_COMPLEMENT_LETTERS = np.frombuffer(b"\0TGCAN" + b"N" * 250, dtype=np.uint8)
-
 FLAG_REVERSE, FLAG_UNMAPPED, FLAG_SECONDARY, FLAG_SUPPLEMENTARY = 16, 4, 256, 2048
 
-# Lines are formatted in batches whose padded matrix stays near this many bytes, which also
+# Lines are formatted in batches whose estimated width (below) stays near this many bytes, which also
 # bounds the per-base arrays of NM/MD (about 30 bytes per aligned base).
 _BATCH_BYTES = 8 << 20
 
@@ -116,19 +112,21 @@ class ChunkAlignments:
 
 @dataclass
 class _Cigars:
-    """CIGAR, NM and MD of mapped lines, as padded matrices (one row a line)."""
+    """CIGAR, NM and MD of mapped lines (CIGAR and MD as left-aligned rows, see sam_text)."""
 
     cigar: np.ndarray
+    cigar_lengths: np.ndarray
     edit_distance: np.ndarray
-    md: np.ndarray
+    md: np.ndarray | None
+    md_lengths: np.ndarray | None
     span: np.ndarray  # reference bases each alignment covers
 
 
-def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Cigars:
-    """CIGAR text, NM and MD for mapped alignment ``rows`` (of ``reads``, ``reverse`` where the
-    reverse complement aligns), vectorised over every operation and every aligned base. NM and
-    MD follow samtools calmd: a base matches only when read and reference hold the same
-    unambiguous base."""
+def _alignment_fields(chunk, alignments, rows, reads, reverse, context, with_md: bool = True) -> _Cigars:
+    """CIGAR text, NM and MD (unless not ``with_md``) for mapped alignment ``rows`` (of ``reads``,
+    ``reverse`` where the reverse complement aligns), vectorised over every operation and every
+    aligned base. NM and MD follow samtools calmd: a base matches only when read and reference
+    hold the same unambiguous base."""
     reference = context.reference
     count = len(rows)
     op_first = alignments.cigar_offsets[rows].astype(np.int64)
@@ -169,15 +167,11 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Ciga
     reference_before -= np.repeat(reference_before[first_op], op_counts)
     text_start = (reference.contig_starts[contig] + position)[op_row] + reference_before
 
-    # CIGAR text: a slot an operation (its length digits, its letter), slot k of a row holding
-    # its k-th operation; unused slots stay NUL, so a row needs no packing.
-    digits = decimal_text(op_length)
-    slots = int(op_counts.max(initial=1))
-    cigar = np.zeros((count * slots, digits.shape[1] + 1), dtype=np.uint8)
-    op_slot = op_row * slots + op_rank
-    cigar[op_slot, :-1] = digits
-    cigar[op_slot, -1] = CIGAR_LETTERS[op_code]
-    cigar = cigar.reshape(count, slots * cigar.shape[1])
+    # CIGAR text: a piece an operation (its length digits, its letter), a row's pieces joined.
+    pieces, piece_lengths = decimal_rows(op_length)
+    pieces = np.concatenate((pieces, np.zeros((len(ops), 1), dtype=np.uint8)), axis=1)
+    pieces[np.arange(len(ops)), piece_lengths] = CIGAR_LETTERS[op_code]
+    cigar, cigar_lengths = joined_rows(pieces, piece_lengths + 1, op_counts)
 
     # Every aligned (M = X) operation: its read bases against its reference bases, as two
     # matrices of one row an operation (read from the pool of forward then reverse strands).
@@ -186,63 +180,19 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context) -> _Ciga
     reference_codes = reference.span_rows(text_start[aligned], aligned_length)
     width = reference_codes.shape[1]
     read_start = chunk.offsets[reads] + np.where(reverse, len(chunk.codes), 0)
-    read_codes = windows(context.read_pool, read_start[op_row[aligned]] + query_before[aligned], width)
-    differ = (read_codes != reference_codes) | (np.maximum(read_codes, reference_codes) > 3)
-    if (aligned_length < width).any():
-        differ &= prefix_mask(aligned_length, width)
-    mismatch_run, mismatch_column = np.divmod(np.flatnonzero(differ), width)
-    mismatch_code = reference_codes[mismatch_run, mismatch_column]
+    read_codes = rows_of(context.read_pool, read_start[op_row[aligned]] + query_before[aligned], width)
+    mismatch_run, mismatch_column = mismatches(read_codes, reference_codes, aligned_length)
     mismatch_op = aligned[mismatch_run]
     mismatch_row = op_row[mismatch_op]
-    mismatch_offset = reference_before[mismatch_op] + mismatch_column
 
     gaps = np.where((op_code == INSERTION) | (op_code == DELETION), op_length, 0)
     edit_distance = np.bincount(mismatch_row, minlength=count) + segment_sum(gaps, op_counts)
-    return _Cigars(cigar=cigar, edit_distance=edit_distance, span=span, md=_md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code))
-
-
-def _md(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code) -> np.ndarray:
-    """MD of ``len(span)`` lines: events (a mismatched base, a deletion) in reference order, each
-    preceded by the count of matching bases since the previous event; a final count ends every
-    row. Built as items, one a matrix row (a count then its event's letter or '^'; the final
-    count), packed by dropping their NULs, then the deleted bases are inserted after their '^'."""
-    count = len(span)
-    deletion = np.flatnonzero(op_code == DELETION)
-    event_row = np.concatenate((mismatch_row, op_row[deletion]))
-    event_offset = np.concatenate((mismatch_offset, reference_before[deletion]))
-    event_span = np.concatenate((np.ones(len(mismatch_row), dtype=np.int64), op_length[deletion]))
-    event_letter = np.concatenate((_BASE_LETTERS[np.minimum(mismatch_code, 4)], np.full(len(deletion), ord("^"), dtype=np.uint8)))
-    if len(deletion):
-        # Mismatches and deletions are each in reference order already: a stable sort merges them
-        # (and keeps the deletions in operation order).
-        order = np.argsort(exclusive_cumsum(span)[event_row] + event_offset, kind="stable")
-        event_row, event_offset, event_span, event_letter = event_row[order], event_offset[order], event_span[order], event_letter[order]
-    events_per_row = np.bincount(event_row, minlength=count)
-    first_event = exclusive_cumsum(events_per_row)
-    rank = np.arange(len(event_row)) - first_event[event_row]
-    event_end = event_offset + event_span
-    previous_end = np.where(rank == 0, 0, np.concatenate(([0], event_end[:-1])))
-    last_end = np.zeros(count, dtype=np.int64)
-    has_events = events_per_row > 0
-    last_end[has_events] = event_end[first_event[has_events] + events_per_row[has_events] - 1]
-
-    items_per_row = events_per_row + 1
-    event_item = exclusive_cumsum(items_per_row)[event_row] + rank
-    final_item = np.cumsum(items_per_row) - 1
-    numbers = decimal_text(np.concatenate((event_offset - previous_end, span - last_end)))
-    items = np.zeros((len(event_row) + count, numbers.shape[1] + 1), dtype=np.uint8)
-    items[event_item, :-1] = numbers[: len(event_row)]
-    items[final_item, :-1] = numbers[len(event_row) :]
-    items[event_item, -1] = event_letter
-    item_length = np.count_nonzero(items, axis=1)
-    md_flat = items[items != 0]
-    if len(deletion):
-        deleted_item = event_item[event_letter == ord("^")]
-        after_caret = (exclusive_cumsum(item_length) + item_length)[deleted_item]
-        deleted_bases = _BASE_LETTERS[np.minimum(reference.spans(text_start[deletion], op_length[deletion]), 4)]
-        md_flat = np.insert(md_flat, np.repeat(after_caret, op_length[deletion]), deleted_bases)
-        item_length[deleted_item] += op_length[deletion]
-    return padded_rows(md_flat, segment_sum(item_length, items_per_row))
+    md = md_lengths = None
+    if with_md:
+        mismatch_code = reference_codes[mismatch_run, mismatch_column]
+        mismatch_offset = reference_before[mismatch_op] + mismatch_column
+        md, md_lengths = md_rows(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code)
+    return _Cigars(cigar, cigar_lengths, edit_distance, md, md_lengths, span)
 
 
 # Codes 0..4 -> SEQ letters (anything above 4 is N, as the reader never makes), and the same
@@ -251,8 +201,13 @@ _SEQUENCE_LETTERS = np.frombuffer(b"ACGTN" + b"N" * 251, dtype=np.uint8)
 _SEQUENCE_PAIRS = _SEQUENCE_LETTERS[np.arange(1 << 16) & 255].astype("<u2") | (_SEQUENCE_LETTERS[np.arange(1 << 16) >> 8].astype("<u2") << 8)
 
 
-def _format_rows(chunk, alignments, rows, context) -> bytes:
-    """SAM lines for alignment ``rows`` (sorted, of reads in input order)."""
+def _pick(condition: np.ndarray) -> np.ndarray | None:
+    """A field's rows: None for every line, else the lines where ``condition``."""
+    return None if condition.all() else np.flatnonzero(condition)
+
+
+def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
+    """SAM lines for alignment ``rows`` (sorted, of reads in input order), as uint8 text."""
     count = len(rows)
     reads = context.read_index[rows]
     read_lengths = context.read_lengths[reads]
@@ -260,26 +215,8 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
     mapped = alignments.mapped[rows]
     reverse = alignments.reverse[rows] & mapped
     empty = read_lengths == 0
-
-    name_lengths = context.name_lengths[reads]
-    names = text_rows(chunk.names, chunk.name_offsets[reads], name_lengths)
-    names[name_lengths == 0, 0] = ord("*")
-
-    # SEQ is the aligned strand: a reverse read's comes from the reverse complements (second in
-    # the pool); QUAL is reversed along its row (the padding moves to the front: dropped as any).
-    strand_starts = read_starts + np.where(reverse, len(chunk.codes), 0)
-    width = max(int(read_lengths.max()), 1)
-    even_width = width + width % 2  # whole code pairs; the column added is cut off below
-    sequence = np.take(_SEQUENCE_PAIRS, windows(context.read_pool, strand_starts, even_width).view("<u2")).view(np.uint8)
-    sequence = cut_rows(sequence, read_lengths)
-    sequence[empty, 0] = ord("*")
-    if chunk.qualities is None:
-        quality = constant_text(b"*", count)
-    else:
-        quality = text_rows(chunk.qualities, read_starts, read_lengths)
-        flipped = np.flatnonzero(reverse)
-        quality[flipped] = quality[flipped, ::-1]
-        quality[empty, 0] = ord("*")
+    mapped_rows = np.flatnonzero(mapped)
+    all_mapped = len(mapped_rows) == count
 
     partner = np.full(count, -1, dtype=np.int64)
     if alignments.partner is not None:  # the batch holds every row of its reads: partners too
@@ -288,27 +225,61 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
     hidden = np.zeros(count, dtype=bool)  # secondary records: SEQ and QUAL '*', as bwa -a writes them
     if alignments.secondary is not None:
         hidden = alignments.secondary[rows] & (partner < 0)
-        sequence[hidden] = 0
-        sequence[hidden, 0] = ord("*")
-        if chunk.qualities is not None:
-            quality[hidden] = 0
-            quality[hidden, 0] = ord("*")
 
-    if mapped.all():
-        fields = _alignment_fields(chunk, alignments, rows, reads, reverse, context)
-        cigar, md, edit_distance = fields.cigar, fields.md, fields.edit_distance
+    fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context)
+    # CIGAR of every line ('*' unmapped), as SA and MC name them: with soft clips.
+    if all_mapped:
+        cigar, cigar_lengths = fields.cigar, fields.cigar_lengths
     else:
-        mapped_rows = np.flatnonzero(mapped)
-        fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context)
-        cigar = np.zeros((count, fields.cigar.shape[1]), dtype=np.uint8)
+        cigar = np.empty((count, fields.cigar.shape[1]), dtype=np.uint8)
         cigar[mapped_rows] = fields.cigar
-        cigar[~mapped, 0] = ord("*")
-        md = np.zeros((count, fields.md.shape[1]), dtype=np.uint8)
-        md[mapped_rows] = fields.md
-        edit_distance = np.zeros(count, dtype=np.int64)
-        edit_distance[mapped_rows] = fields.edit_distance
+        cigar[:, 0] = np.where(mapped, cigar[:, 0], ord("*"))
+        cigar_lengths = np.ones(count, dtype=np.int64)
+        cigar_lengths[mapped_rows] = fields.cigar_lengths
+    edit_distance = np.zeros(count, dtype=np.int64)
+    edit_distance[mapped_rows] = fields.edit_distance
     span = np.zeros(count, dtype=np.int64)
-    span[mapped] = fields.span
+    span[mapped_rows] = fields.span
+
+    # Hard-clipped rows: SEQ and QUAL without the clipped bases, S written as H.
+    lead = trail = np.zeros(count, dtype=np.int64)
+    line_cigar = cigar
+    hard = np.zeros(count, dtype=bool)
+    if alignments.hard_clipped is not None:
+        hard = alignments.hard_clipped[rows] & mapped & ~hidden
+    if hard.any():
+        ops = np.asarray(alignments.cigar_ops, dtype=np.uint32)
+        first = ops[alignments.cigar_offsets[rows[hard]]]
+        last = ops[alignments.cigar_offsets[rows[hard] + 1] - 1]
+        lead, trail = np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int64)
+        lead[hard] = np.where((first & 0xF) == SOFT_CLIP, first >> 4, 0)
+        trail[hard] = np.where((last & 0xF) == SOFT_CLIP, last >> 4, 0)
+        line_cigar = cigar.copy()
+        letters = line_cigar[hard]
+        letters[letters == ord("S")] = ord("H")
+        line_cigar[hard] = letters
+
+    # SEQ is the aligned strand: a reverse read's comes from the reverse complements (second in
+    # the pool); QUAL the qualities, read backwards (a reversed view) for a reverse read.
+    shown = read_lengths - lead - trail
+    starred = empty | hidden
+    strand_starts = read_starts + np.where(reverse, len(chunk.codes), 0) + lead
+    width = max(int(shown.max()), 1)
+    even_width = width + width % 2  # whole code pairs
+    sequence = np.take(_SEQUENCE_PAIRS, rows_of(context.read_pool, strand_starts, even_width).view("<u2")).view(np.uint8)
+    sequence[starred, 0] = ord("*")
+    shown = np.where(starred, 1, shown)
+    if chunk.qualities is None:
+        quality, quality_lengths = constant_rows(b"*", count)
+    else:
+        quality = rows_of(chunk.qualities, read_starts + lead, width)
+        flipped = np.flatnonzero(reverse)
+        if len(flipped):  # a reverse read's read backwards: rows of the qualities reversed
+            backwards = chunk.qualities[::-1]
+            quality[flipped] = windows(backwards, (len(backwards) - read_starts - read_lengths + lead)[flipped], width)
+        quality[starred, 0] = ord("*")
+        quality_lengths = shown
+
     second = alignments.second_score[rows]
     flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
     if alignments.secondary is not None:
@@ -321,108 +292,129 @@ def _format_rows(chunk, alignments, rows, context) -> bytes:
     mate_tags = []
     if chunk.paired:
         flag, contig, position, mate_fields, mate_tags = _mate_fields(
-            alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, context.reference.rname_table()
+            alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, cigar_lengths, context.rnames
         )
     else:
-        mate_fields = [constant_text(b"\t*\t0\t0\t", count)]
-    rname = context.reference.rname_table()[np.where(contig >= 0, contig, len(context.reference.contig_names))]
+        mate_fields = [(*constant_rows(b"\t*\t0\t0", count), None)]
+    rname = np.where(contig >= 0, contig, len(context.reference.contig_names))
 
-    tab = constant_text(b"\t", count)
-    blocks = [
-        names, tab, decimal_text(flag), tab, rname, tab, decimal_text(position), tab, decimal_text(mapq), tab, cigar,
-        *mate_fields, sequence, tab, quality,
-        *tag_blocks(b"\tNM:i:", decimal_text(edit_distance), mapped),
-        *tag_blocks(b"\tMD:Z:", md, mapped),
-        *tag_blocks(b"\tAS:i:", decimal_text(alignments.score[rows]), mapped),
-        # XS on every mapped read, 0 when no other alignment was found (as bwa mem writes it).
-        *tag_blocks(b"\tXS:i:", decimal_text(np.where(second == NO_SCORE, 0, np.maximum(second, 0))), mapped & ~hidden),
-        *mate_tags,
+    name_lengths = context.name_lengths[reads]
+    names = rows_of(chunk.names, chunk.name_offsets[reads], max(int(name_lengths.max()), 1))
+    names[name_lengths == 0, 0] = ord("*")
+    tab = constant_rows(b"\t", count)
+    on_mapped = None if all_mapped else mapped_rows
+    lines = [
+        (names, np.maximum(name_lengths, 1), None),
+        (*decimal_rows(flag, b"\t"), None),
+        (context.rnames[0][rname], context.rnames[1][rname], None),
+        (*decimal_rows(position, b"\t"), None),
+        (*decimal_rows(mapq, b"\t"), None),
+        (*tab, None),
+        (line_cigar, cigar_lengths, None),
+        *mate_fields,
+        (*tab, None),
+        (sequence, shown, None),
+        (*tab, None),
+        (quality, quality_lengths, None),
+        (*decimal_rows(fields.edit_distance, b"\tNM:i:"), on_mapped),
+        (*constant_rows(b"\tMD:Z:", len(mapped_rows)), on_mapped),
+        (fields.md, fields.md_lengths, on_mapped),
+        (*decimal_rows(alignments.score[rows[mapped_rows]], b"\tAS:i:"), on_mapped),
     ]  # fmt: skip
+    # XS on every mapped read, 0 when no other alignment was found (as bwa mem writes it).
+    scored = _pick(mapped & ~hidden)
+    second = np.where(second == NO_SCORE, 0, np.maximum(second, 0))
+    lines.append((*decimal_rows(second if scored is None else second[scored], b"\tXS:i:"), scored))
+    lines += mate_tags
     if context.read_group_id is not None:
-        blocks.append(constant_text(b"\tRG:Z:" + context.read_group_id.encode(), count))
+        lines.append((*constant_rows(b"\tRG:Z:" + context.read_group_id.encode(), count), None))
     if (partner >= 0).any():  # SA names the partner with its soft clips, whatever its own line shows
-        blocks += _split_tag(partner, rname, position, reverse, cigar, mapq, edit_distance)
-    if alignments.hard_clipped is not None and (alignments.hard_clipped[rows] & mapped).any():
-        _hard_clip(alignments, rows, alignments.hard_clipped[rows] & mapped, read_lengths, sequence, quality, cigar)
-    if alignments.alternatives is not None and len(alignments.alternatives.mapped):
-        blocks += _alternatives_tag(chunk, alignments, rows, reads, context)
-    blocks.append(constant_text(b"\n", count))
-    lines = np.concatenate(blocks, axis=1)
-    return lines.tobytes().translate(None, b"\0")  # the padding out: a C loop, faster than a mask
+        lines += _split_tag(partner, rname, position, reverse, cigar, cigar_lengths, mapq, edit_distance, context)
+    if context.alternatives is not None:
+        lines += _alternatives_tag(alignments, rows, reads, context.alternatives)
+    lines.append((*constant_rows(b"\n", count), None))
+    return assemble(count, lines)[0]
 
 
-def _hard_clip(alignments, rows, hard, read_lengths, sequence, quality, cigar) -> None:
-    """Rows ``hard`` written hard-clipped, in place: their clipped bases cleared from SEQ (left-
-    aligned rows) and QUAL (reverse rows right-aligned, see _format_rows), S shown as H."""
-    ops = np.asarray(alignments.cigar_ops, dtype=np.uint32)
-    first = ops[alignments.cigar_offsets[rows]]
-    last = ops[alignments.cigar_offsets[rows + 1] - 1]
-    lead = np.where(hard & ((first & 0xF) == SOFT_CLIP), first >> 4, 0).astype(np.int64)
-    trail = np.where(hard & ((last & 0xF) == SOFT_CLIP), last >> 4, 0).astype(np.int64)
-    column = np.arange(sequence.shape[1])
-    sequence[(column < lead[:, None]) | (column >= (read_lengths - trail)[:, None])] = 0
-    if quality.flags.writeable:  # FASTA input: QUAL is one '*' a line
-        reverse = alignments.reverse[rows]
-        offset = np.where(reverse, quality.shape[1] - read_lengths, 0)[:, None]  # where a row's first base sits
-        column = np.arange(quality.shape[1])
-        first_kept = offset + lead[:, None]  # CIGAR and both rows run along the aligned strand
-        end_kept = offset + (read_lengths - trail)[:, None]
-        quality[hard[:, None] & ((column < first_kept) | (column >= end_kept))] = 0
-    letters = cigar[hard]
-    letters[letters == ord("S")] = ord("H")
-    cigar[hard] = letters
-
-
-def _split_tag(partner, rname, position, reverse, cigar, mapq, edit_distance) -> list[np.ndarray]:
+def _split_tag(partner, rname, position, reverse, cigar, cigar_lengths, mapq, edit_distance, context) -> list:
     """SA:Z on the rows with a partner (the other part of a split read, a row of the batch):
     ``rname,pos,strand,CIGAR,mapQ,NM;`` of the partner, POS 1-based."""
-    count = len(partner)
-    present = partner >= 0
-    other = np.maximum(partner, 0)
-    comma = constant_text(b",", count)
-    strand = np.where(reverse[other], ord("-"), ord("+")).astype(np.uint8)[:, None]
-    block = np.concatenate((
-        constant_text(b"\tSA:Z:", count), rname[other], comma, decimal_text(position[other]), comma, strand, comma, cigar[other], comma,
-        decimal_text(mapq[other]), comma, decimal_text(edit_distance[other]), constant_text(b";", count),
-    ), axis=1)  # fmt: skip
-    block[~present] = 0
-    return [block]
+    present = np.flatnonzero(partner >= 0)
+    other = partner[present]
+    names, name_lengths = context.split_names
+    strands, strand_lengths = table_rows([b",+,", b",-,"])
+    strand = reverse[other].astype(np.intp)
+    return [
+        (names[rname[other]], name_lengths[rname[other]], present),
+        (*decimal_rows(position[other], b","), present),
+        (strands[strand], strand_lengths[strand], present),
+        (cigar[other], cigar_lengths[other], present),
+        (*decimal_rows(mapq[other], b","), present),
+        (*decimal_rows(edit_distance[other], b","), present),
+        (*constant_rows(b";", len(present)), present),
+    ]
 
 
-def _alternatives_tag(chunk, alignments, rows, reads, context) -> list[np.ndarray]:
-    """XA:Z on the primary rows of reads with alternatives: ``rname,±pos,CIGAR,NM;`` each, in
-    their order (POS 1-based, the sign the strand's)."""
+@dataclass
+class _Alternatives:
+    """The XA text of a chunk's reads: read ``reads[k]``'s is ``text[starts[k]:][:lengths[k]]``."""
+
+    reads: np.ndarray  # sorted
+    starts: np.ndarray
+    lengths: np.ndarray
+    text: np.ndarray
+
+
+def _alternatives_text(chunk, alignments, rows, context) -> _Alternatives | None:
+    """``rname,±pos,CIGAR,NM;`` of each alternative (POS 1-based, the sign the strand's), joined
+    by read, for the reads with a primary line among ``rows``: once a chunk, not once a batch."""
     others = alignments.alternatives
-    count = len(rows)
+    if others is None or not len(others.mapped):
+        return None
     primary = alignments.primary_rows()[rows] & alignments.mapped[rows]
-    # The batch's reads' entries (alternatives are sorted by read).
-    low, high = np.searchsorted(others.read_index, [reads.min(initial=0), reads.max(initial=-1) + 1])
-    entries = np.arange(low, high)
-    entries = entries[np.isin(others.read_index[entries], reads[primary])]
+    entries = np.flatnonzero(np.isin(others.read_index, context.read_index[rows[primary]]))
     if len(entries) == 0:
-        return []
+        return None
     entry_reads = others.read_index[entries]
-    fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context)
+    fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context, with_md=False)
     n = len(entries)
-    comma = constant_text(b",", n)
-    sign = np.where(others.reverse[entries], ord("-"), ord("+")).astype(np.uint8)[:, None]
-    rname = context.reference.rname_table()[others.contig[entries]]
-    matrix = np.concatenate((rname, comma, sign, decimal_text(others.position[entries] + 1), comma, fields.cigar, comma,
-                             decimal_text(fields.edit_distance), constant_text(b";", n)), axis=1)
-    entry_length = np.count_nonzero(matrix, axis=1)
-    per_read = np.bincount(np.searchsorted(np.unique(entry_reads), entry_reads), weights=entry_length).astype(np.int64)
-    listed_reads = np.unique(entry_reads)
-    text = padded_rows(matrix[matrix != 0], per_read)
-    present = primary & np.isin(reads, listed_reads)
-    block = np.zeros((count, text.shape[1]), dtype=np.uint8)
-    block[present] = text[np.searchsorted(listed_reads, reads[present])]
-    return tag_blocks(b"\tXA:Z:", block, present)
+    names, name_lengths = context.alternative_names
+    contig = others.contig[entries]
+    signs, sign_lengths = table_rows([b",+", b",-"])
+    sign = others.reverse[entries].astype(np.intp)
+    text, entry_lengths = assemble(n, [
+        (names[contig], name_lengths[contig], None),
+        (signs[sign], sign_lengths[sign], None),
+        (*decimal_rows(others.position[entries] + 1), None),
+        (*constant_rows(b",", n), None),
+        (fields.cigar, fields.cigar_lengths, None),
+        (*decimal_rows(fields.edit_distance, b","), None),
+        (*constant_rows(b";", n), None),
+    ])  # fmt: skip
+    # A read's entries are consecutive (alternatives are sorted by read): its text is one span.
+    listed_reads, first_entry = np.unique(entry_reads, return_index=True)
+    lengths = segment_sum(entry_lengths, np.diff(np.append(first_entry, n)))
+    return _Alternatives(listed_reads, exclusive_cumsum(entry_lengths)[first_entry], lengths, text)
+
+
+def _alternatives_tag(alignments, rows, reads, alternatives: _Alternatives) -> list:
+    """XA:Z on the primary rows of reads with alternatives."""
+    primary = alignments.primary_rows()[rows] & alignments.mapped[rows]
+    present = np.flatnonzero(primary & np.isin(reads, alternatives.reads))
+    if len(present) == 0:
+        return []
+    listed = np.searchsorted(alternatives.reads, reads[present])
+    lengths = alternatives.lengths[listed]
+    return [
+        (*constant_rows(b"\tXA:Z:", len(present)), present),
+        (rows_of(alternatives.text, alternatives.starts[listed], max(int(lengths.max()), 1)), lengths, present),
+    ]
 
 
 FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE, FLAG_FIRST, FLAG_SECOND = 0x1, 0x2, 0x8, 0x20, 0x40, 0x80
 
 
-def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, rname_table):
+def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, cigar_lengths, rnames):
     """The pair fields of paired rows (reads 2j and 2j + 1 are the mates of a pair, R1 first; the
     batch holds every row of its pairs, each read's primary first), each row's from its mate's
     primary row: FLAG bits 0x1 0x2 0x8 0x20 0x40 0x80; an unmapped mate placed at its mate's
@@ -430,7 +422,7 @@ def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, positio
     fixmate does); RNEXT (``=`` on the same reference), PNEXT; TLEN from the leftmost to the
     rightmost mapped base of the two, positive on the leftmost mate (R1 when both start
     together), 0 unless both map to one reference; MC and MQ, the mate's CIGAR and MAPQ, where
-    the mate is mapped. Returns flag, contig, position, the RNEXT/PNEXT/TLEN blocks and tags."""
+    the mate is mapped. Returns flag, contig, position, the RNEXT/PNEXT/TLEN fields and tags."""
     count = len(rows)
     mate = np.searchsorted(reads, reads ^ 1, side="left")  # the mate's primary row
     mate_mapped = mapped[mate]
@@ -448,16 +440,19 @@ def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, positio
     right = np.maximum(end, end[mate])
     leftmost = (start < start[mate]) | ((start == start[mate]) & (reads % 2 == 0))
     template = np.where(both, np.where(leftmost, right - left, left - right), 0)
-    # RNEXT: the mate's reference name, '*' (the table's last row) or '=' (a row added after it).
-    equals = np.zeros((1, rname_table.shape[1]), dtype=np.uint8)
-    equals[0, 0] = ord("=")
-    names = np.where(mate_contig < 0, len(rname_table) - 1, np.where(mate_contig == contig, len(rname_table), mate_contig))
+    # RNEXT: the mate's reference name, '*' (the table's row after the contigs) or '=' (the next).
+    table, table_lengths = rnames
+    names = np.where(mate_contig < 0, len(table) - 2, np.where(mate_contig == contig, len(table) - 1, mate_contig))
+    shown = _pick(mate_mapped)
+    mate_shown = mate if shown is None else mate[shown]
     return flag, contig, position, [
-        constant_text(b"\t", count), np.concatenate((rname_table, equals))[names], constant_text(b"\t", count), decimal_text(mate_position), constant_text(b"\t", count),
-        decimal_text(template), constant_text(b"\t", count),
+        (table[names], table_lengths[names], None),
+        (*decimal_rows(mate_position, b"\t"), None),
+        (*decimal_rows(template, b"\t"), None),
     ], [
-        *tag_blocks(b"\tMC:Z:", cigar[mate], mate_mapped),
-        *tag_blocks(b"\tMQ:i:", decimal_text(mapq[mate]), mate_mapped),
+        (*constant_rows(b"\tMC:Z:", len(mate_shown)), shown),
+        (cigar[mate_shown], cigar_lengths[mate_shown], shown),
+        (*decimal_rows(mapq[mate_shown], b"\tMQ:i:"), shown),
     ]
 
 
@@ -472,6 +467,10 @@ class _Context:
     name_lengths: np.ndarray  # int64[reads]
     mapq: np.ndarray  # uint8[rows]
     read_pool: np.ndarray  # the chunk's codes, then its reverse complements at the same offsets
+    rnames: tuple  # '\t' and RNAME of each contig, then '\t*' and '\t=', as left-aligned rows
+    split_names: tuple  # '\tSA:Z:' and each contig's name (then '*')
+    alternative_names: tuple  # each contig's name (then '*')
+    alternatives: _Alternatives | None = None  # the XA text of the chunk's reads
 
 
 def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None) -> bytes:
@@ -522,8 +521,12 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         name_lengths=name_lengths,
         mapq=mapq,
         read_pool=np.asarray(chunk.both_codes, dtype=np.uint8),
+        rnames=table_rows([b"\t" + name.encode() for name in reference_text.contig_names] + [b"\t*", b"\t="]),
+        split_names=table_rows([b"\tSA:Z:" + name.encode() for name in reference_text.contig_names] + [b"\tSA:Z:*"]),
+        alternative_names=table_rows([name.encode() for name in reference_text.contig_names] + [b"*"]),
     )
-    # Bytes a line may take in its padded matrix: SEQ, QUAL, name, CIGAR (11 a op), MD, fixed.
+    context.alternatives = _alternatives_text(chunk, alignments, rows, context)
+    # Bytes a line's fields may take (SEQ, QUAL, name, CIGAR at 11 a op, MD, fixed): the batch size.
     op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
     width = 4 * read_lengths[read_index[rows]] + name_lengths[read_index[rows]] + 12 * op_counts + 160
     pieces = []
@@ -539,7 +542,7 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         if end < len(rows):
             end = int(np.searchsorted(unit[rows], unit[rows[end]], side="left"))
             end = end if end > start else int(np.searchsorted(unit[rows], unit[rows[start]], side="right"))
-        pieces.append(_format_rows(chunk, alignments, rows[start:end], context))
+        pieces.append(memoryview(_format_rows(chunk, alignments, rows[start:end], context)))
         lookahead = max(4096, 2 * (end - start))
         start = end
     return b"".join(pieces)
