@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 from bowmap.cli import main
-from test_cli_outputs import one_line_error
+from test_cli_outputs import index, one_line_error  # noqa: F401 - index: the lambda index fixture
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-LAMBDA = DATA / "lambda_virus.fa"
 READS = DATA / "lambda_reads_100bp.fq.gz"
 R1, R2 = DATA / "lambda_pairs_R1.fq.gz", DATA / "lambda_pairs_R2.fq.gz"
 
@@ -31,13 +30,6 @@ OUTPUTS = {
     "-O bam -o out": (["-O", "bam", "-o", "{folder}/out"], "out"),
     "bam to stdout": (["-O", "bam"], None),
 }
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory) -> Path:
-    prefix = tmp_path_factory.mktemp("index") / "lambda"
-    assert main(["-q", "index", str(LAMBDA), str(prefix), "--device-mem", "1G"]) == 0
-    return prefix
 
 
 @pytest.fixture(scope="module")

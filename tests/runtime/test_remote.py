@@ -13,6 +13,22 @@ from conftest import build_test_index, random_genome
 from bowmap.runtime.errors import BowmapError
 
 
+def raises_in_another_thread(call) -> bool:
+    """Whether ``call()`` raises a BowmapError in a thread of its own (a connection of its own)."""
+    raised = []
+
+    def body():
+        try:
+            call()
+        except BowmapError:
+            raised.append(True)
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join()
+    return bool(raised)
+
+
 def owner_and_client(device, shared):
     from bowmap.runtime.owner import DeviceOwner
     from bowmap.runtime.remote import RemoteDevice
@@ -80,11 +96,7 @@ def test_an_owner_whose_set_up_failed_answers_every_request_with_its_error(devic
         with pytest.raises(BowmapError, match="index block 3 needs"):
             remote.program("align/fm_search.cl")
         # each thread its own connection: the same error there
-        errors = []
-        thread = threading.Thread(target=lambda: errors.append(pytest.raises(BowmapError, remote.queue().wait_idle)))
-        thread.start()
-        thread.join()
-        assert errors
+        assert raises_in_another_thread(lambda: remote.queue().wait_idle())
     finally:
         owner.close()
 
@@ -175,11 +187,7 @@ def test_a_host_worker_sees_an_owner_process_that_was_killed(device, small_index
         with pytest.raises(BowmapError, match="stopped answering"):
             queue.wait_idle()
         # a thread that had not connected yet: it does not wait for an owner that will never listen
-        errors = []
-        thread = threading.Thread(target=lambda: errors.append(pytest.raises(BowmapError, remote.queue().wait_idle)))
-        thread.start()
-        thread.join()
-        assert errors
+        assert raises_in_another_thread(lambda: remote.queue().wait_idle())
     finally:
         owner.close()
 
