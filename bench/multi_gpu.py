@@ -337,8 +337,9 @@ def rate(value: float | None, divisor: int = 1) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    out = ["| mode | layout | owners | host workers | queue pairs | whole s | whole reads/s | whole pairs/s | steady reads/s "
-           "| steady pairs/s | steady vs first | SAM as first |", "|" + "---|" * 12]  # fmt: skip
+    header = ("mode", "layout", "owners", "host workers", "queue pairs", "whole s", "whole reads/s", "whole pairs/s", "steady reads/s",
+              "steady pairs/s", "steady vs first", "SAM as first")  # fmt: skip
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         base = next(other for other in rows if other.mode == row.mode).steady
         paired = row.mode == "paired"
@@ -409,8 +410,8 @@ def main() -> int:
         parser.error("need --repeat >= 2, --runs >= 1, --share >= 1, --simulated-reads >= 2")
     args.align_args = args.align_args.split()
 
-    from bowmap.runtime.errors import BowmapError
     from bowmap.runtime.devices import list_devices, parse_device_spec
+    from bowmap.runtime.errors import BowmapError
 
     code, rows = 0, []
     try:
