@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), re
 
 SHARED_MIB = 64
 # A parent and three children: each touches every page of one shared 64 MiB mapping (counted 4
-# times in summed RSS, once in summed PSS) and 8 MiB of its own, then all wait a while.
+# times in summed RSS, once in summed PSS) and 8 MiB of its own, then all wait 2 s.
 TREE = f"""
 import mmap, os, time
 shared = mmap.mmap(-1, {SHARED_MIB} << 20)  # anonymous, MAP_SHARED: one copy for the whole tree
@@ -28,11 +28,11 @@ for _ in range(3):
     if pid == 0:
         total = sum(shared[offset] for offset in range(0, {SHARED_MIB} << 20, 4096))
         own = bytearray(b"y" * (8 << 20))
-        time.sleep(1.0)
+        time.sleep(2.0)  # long enough for several samples with all four in, on a loaded machine
         os._exit(0)
     children.append(pid)
 own = bytearray(b"y" * (8 << 20))
-time.sleep(1.0)
+time.sleep(2.0)
 for pid in children:
     os.waitpid(pid, 0)
 """
