@@ -5,10 +5,13 @@ position at a time (the tests' ground truth), in one run.
 Commands (from the repository root):
   PoCL (CPU):  python bench/find.py --devices cpu
   GPU:         python bench/find.py --devices gpu --size 50000000 --patterns 1000000
+  rank structures alone (GPU, about a minute):
+               python bench/find.py --devices gpu --size 10000000 --patterns 1000000 --kinds protein,text,binary --rank-only --repeat 2
 Inputs are made here, seeded: DNA a random genome with repeats (bench/work/find/dna.fa), protein
 sequences of 3,000 residues drawn with UniProt's amino-acid frequencies (a simdb-like database,
-protein.fa), text English-like prose from a fixed word list with UTF-8 words (text.txt), each
---size symbols, indexed once (--alphabet dna|protein|text) into bench/work/find/.
+protein.fa), text English-like prose from a fixed word list with UTF-8 words (text.txt), binary
+uniform random bytes 1..255 (binary.bin, a text index of sigma 255; --kinds binary), each --size
+symbols, indexed once (--alphabet dna|protein|text) into bench/work/find/.
 Patterns: --patterns a kind, 60% substrings of the reference, 40% random strings, lengths drawn
 from --lengths (default 12..32 for DNA, 6..16 for protein and text). "find" is the device's
 whole `find()` call (search, locate, filtering, ordering: the index already loaded, kernels
@@ -16,6 +19,14 @@ already built by a warm-up call), best of --repeat. "numpy FM" runs the twin's s
 locate of every occurrence on --cpu-patterns patterns; "python" runs the substring search on
 --python-patterns patterns; their rates are patterns/s over those subsets. Counts must agree
 (device, NumPy twin, Python) on the subsets or the script stops.
+
+Rank structures (protein and text): the wavelet matrix the index stores, beside per-symbol
+sampled counts every L symbols (--rank-steps, bowmap.modules.find.sampled, built here in memory
+from each block's wavelet matrix), on the same patterns: the whole find() (results must be equal
+to the wavelet matrix's or the script stops), the search kernel alone over every pattern, and
+the locate kernel alone over the block's first --patterns rows (LF steps to a sample),
+best of --repeat, with each structure's device bytes a symbol (rank lines, then with marks and
+samples). --kinds protein,text --rank-only skips the NumPy and Python columns.
 """
 
 from __future__ import annotations
@@ -40,7 +51,8 @@ WORDS = ("the of and to in is was that for it with as his on be at by had are bu
 def make_inputs(size: int) -> dict[str, str]:
     os.makedirs(WORK, exist_ok=True)
     rng = np.random.default_rng(31)
-    paths = {kind: os.path.join(WORK, f"{kind}_{size}.{ext}") for kind, ext in (("dna", "fa"), ("protein", "fa"), ("text", "txt"))}
+    kinds = (("dna", "fa"), ("protein", "fa"), ("text", "txt"), ("binary", "bin"))
+    paths = {kind: os.path.join(WORK, f"{kind}_{size}.{ext}") for kind, ext in kinds}
     if not os.path.exists(paths["dna"]):
         genome = rng.choice(np.frombuffer(b"ACGT", dtype=np.uint8), size=size)
         for _ in range(size // 5000):  # copied segments: repeats for the search to find
@@ -61,6 +73,10 @@ def make_inputs(size: int) -> dict[str, str]:
         data = " ".join(words.tolist()).encode()[:size]
         with open(paths["text"], "wb") as handle:
             handle.write(data.decode("utf-8", errors="ignore").encode())
+    if not os.path.exists(paths["binary"]):  # its own seed: the other inputs stay as they were
+        data = np.random.default_rng(37).integers(1, 256, size=size, dtype=np.uint8)
+        with open(paths["binary"], "wb") as handle:
+            handle.write(data.tobytes())
     return paths
 
 
@@ -92,6 +108,48 @@ def contig_texts(index, path: str) -> list[bytes]:
     return [record.sequence.upper() for record in read_fasta(path)]
 
 
+def compare_ranks(kind: str, index, devices, patterns, wavelet_result, wavelet_seconds: float, args) -> list[tuple]:
+    """Rows of the rank-structure table for one index: the wavelet matrix, then each sampled step."""
+    from bowmap.modules.find.kernels import FindBlock, FindSearch, block_device_bytes
+    from bowmap.modules.find.sampled import build_sampled
+    from bowmap.modules.find.search import find
+
+    def best_of(call, warm: bool = False) -> float:
+        if not warm:
+            call()  # warm-up: kernels built, buffers sized
+        best = float("inf")
+        for _ in range(args.repeat):
+            started = time.perf_counter()
+            call()
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    n = sum(block.length for block in index.blocks)
+    block = index.blocks[0]
+    located = min(len(patterns), block.length)  # rows 1..located: after one step each chain wanders the BWT
+    out = []
+    for step in [None] + [int(s) for s in args.rank_steps.split(",")]:
+        sampled = None if step is None else [build_sampled(b, step) for b in index.blocks]
+        if step is not None:
+            result = find(index, devices, patterns, args.max_hits, sampled=sampled)
+            if not all(np.array_equal(getattr(result, f), getattr(wavelet_result, f)) for f in ("counts", "first", "positions")):
+                raise SystemExit(f"{index.alphabet}: find through sampled counts (step {step}) differs from the wavelet matrix")
+            seconds = best_of(lambda: find(index, devices, patterns, args.max_hits, sampled=sampled), warm=True)
+        else:
+            seconds = wavelet_seconds
+        search = FindSearch(devices[0], wavelet=True, sampled_step=step)
+        device_block = FindBlock(devices[0], block, None if sampled is None else sampled[0])
+        search_seconds = best_of(lambda: search.search(device_block, patterns.codes, patterns.offsets, patterns.lengths))
+        locate_seconds = best_of(lambda: search.locate(device_block, [1], [located]))
+        device_block.release()
+        rank_bytes = sum(b.occ.nbytes for b in index.blocks) if sampled is None else sum(s.lines.nbytes for s in sampled)
+        device_bytes = sum(block_device_bytes(b, None if sampled is None else sampled[k]) for k, b in enumerate(index.blocks))
+        out.append((kind, len(index.symbols), "wavelet matrix" if step is None else f"sampled {step}",
+                    rank_bytes / n, device_bytes / n, len(patterns) / seconds, len(patterns) / search_seconds,
+                    located / locate_seconds, wavelet_seconds / seconds))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--devices", default=None)
@@ -102,6 +160,8 @@ def main() -> int:
     parser.add_argument("--max-hits", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--kinds", default="dna,protein,text")
+    parser.add_argument("--rank-steps", default="64,128,256", help="sampled-count steps to measure ('' for none)")
+    parser.add_argument("--rank-only", action="store_true", help="only the rank structures' table")
     args = parser.parse_args()
     sys.path.insert(0, ROOT)
     from bowmap.index_builder.build import IndexOptions, build_index
@@ -113,11 +173,12 @@ def main() -> int:
 
     devices = open_devices(args.devices)
     paths = make_inputs(args.size)
-    rows = []
+    rows, rank_rows = [], []
     for kind in args.kinds.split(","):
         prefix = os.path.join(WORK, f"{kind}_{args.size}")
         if not os.path.exists(prefix + ".bmi"):
-            build_index(IndexOptions(reference=paths[kind], prefix=prefix, alphabet=kind, max_read_length=64))
+            alphabet = "text" if kind == "binary" else kind
+            build_index(IndexOptions(reference=paths[kind], prefix=prefix, alphabet=alphabet, max_read_length=64))
         index = load_index(prefix)
         rng = np.random.default_rng(7)
         lengths = (12, 32) if kind == "dna" else (6, 16)
@@ -131,6 +192,10 @@ def main() -> int:
             started = time.perf_counter()
             result = find(index, devices, patterns, args.max_hits)
             best = min(best, time.perf_counter() - started)
+        if kind != "dna" and args.rank_steps:
+            rank_rows += compare_ranks(kind, index, devices, patterns, result, best, args)
+        if args.rank_only:
+            continue
         # CPU FM search: the NumPy twin on one block (these references fit one block).
         block = index.blocks[0]
         subset = min(args.cpu_patterns, len(raw))
@@ -142,7 +207,7 @@ def main() -> int:
         texts = contig_texts(index, paths[kind])
         few = min(args.python_patterns, len(raw))
         started = time.perf_counter()
-        python_counts = [len(reference.python_find(texts, p.upper() if kind != "text" else p)) for p in raw[:few]]
+        python_counts = [len(reference.python_find(texts, p if index.alphabet == "text" else p.upper())) for p in raw[:few]]
         python_seconds = time.perf_counter() - started
         if len(index.blocks) == 1 and len(index.contig_names) == 1:
             numpy_counts = (hi.astype(np.int64) - lo)
@@ -152,6 +217,15 @@ def main() -> int:
             raise SystemExit(f"{kind}: device counts differ from Python's substring search")
         rows.append((kind, index.total_length, len(index.symbols) or 4, len(index.blocks), len(raw), int(result.counts.sum()),
                      len(raw) / best, subset / numpy_seconds, few / python_seconds))
+    if rank_rows:
+        print(f"\nrank structures on {devices[0].info.name}, best of {args.repeat}; find results equal the wavelet matrix's")
+        print(f"{'alphabet':9} {'sigma':>5} {'structure':14} {'rank B/sym':>10} {'device B/sym':>12} {'find pat/s':>12} "
+              f"{'search pat/s':>13} {'locate rows/s':>14} {'find vs wm':>10}")
+        for kind, sigma, name, rank_bytes, device_bytes, find_rate, search_rate, locate_rate, ratio in rank_rows:
+            print(f"{kind:9} {sigma:>5} {name:14} {rank_bytes:>10.2f} {device_bytes:>12.2f} {find_rate:>12,.0f} "
+                  f"{search_rate:>13,.0f} {locate_rate:>14,.0f} {ratio:>9.2f}x")
+    if not rows:
+        return 0
     print(f"\nbowmap find on {devices[0].info.name}, best of {args.repeat}; counts equal NumPy twin and Python")
     print(f"{'alphabet':9} {'symbols':>11} {'sigma':>5} {'blocks':>6} {'patterns':>9} {'occurrences':>12} "
           f"{'find pat/s':>12} {'numpy FM pat/s':>15} {'python pat/s':>13} {'vs numpy':>9} {'vs python':>10}")

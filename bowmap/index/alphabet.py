@@ -32,8 +32,9 @@ bit of c, p = zeros[l] + rank1_l(p) when b else p - rank1_l(p); then rank = p - 
 start[c] is where c's run begins in the last level's order (codes sorted by their bits reversed).
 LF(row) = C[c] + rank(c, s) = lf_base[c] + p, with ``lf_base[c] = C[c] - start[c]`` (mod 2^32).
 
-Why a wavelet matrix: see docs/find.md ("The rank structure"): a model of bytes and cache lines per
-rank; no other structure has been built to measure against it yet.
+Why a wavelet matrix: see docs/find.md ("The rank structure"): the least device memory; per-symbol
+sampled counts (bowmap/modules/find/sampled.py, built in memory from these lines) are measured
+against it by bench/find.py.
 """
 
 from __future__ import annotations

@@ -3,15 +3,20 @@
  * bowmap/modules/find/kernels.py; NumPy twin: bowmap/modules/find/reference.py.
  *
  * Alphabet by build option: none for DNA (2-bit occurrence lines, fm/dna_rank.h, shared with
- * align/fm_search.cl), -DWAVELET for protein and text (wavelet matrix, fm/wavelet_rank.h). The
+ * align/fm_search.cl), -DWAVELET for protein and text (wavelet matrix, fm/wavelet_rank.h, the
+ * production path), or -DSAMPLED -DSAMPLED_STEP=L for protein and text (per-symbol counts every L
+ * symbols, fm/sampled_rank.h: the measured alternative, built in memory by bench/find.py). The
  * sampled rows and the interval search are fm/locate.h's, shared with align/fm_search.cl too.
  *
  * Work-items: find_search one per pattern; find_locate one per row of the intervals it is given.
  * Both guard their count, so the global size may be rounded up to the work-group size.
  *
  * Buffers (layouts: bowmap/index/format.py, bowmap/index/alphabet.py):
- *   lines    DNA: uint[lines][16] occurrence lines; WAVELET: uint[levels][level_lines][16]
- *   meta     DNA: uint[4] first_rows (C of A, C, G, T); WAVELET: sigma, zeros[levels], lf_base[sigma]
+ *   lines    DNA: uint[lines][16] occurrence lines; WAVELET: uint[levels][level_lines][16];
+ *            SAMPLED: uint[lines][line_words] (fm/sampled_rank.h)
+ *   meta     DNA: uint[4] first_rows (C of A, C, G, T); WAVELET: sigma, zeros[levels], lf_base[sigma];
+ *            SAMPLED: sigma
+ *   (levels, level_lines: WAVELET's; SAMPLED passes line_words and byte_words in their places)
  *   marks    uint4[groups]: x marked rows before the group, y,z,w the mark bits of its 96 rows
  *   samples  uint[]: block offset of each marked row's suffix, in row order
  *   codes    uchar[]: pattern symbol codes (DNA 0..3; WAVELET 0..sigma-1; any larger code is a
@@ -30,6 +35,12 @@
 #define INDEX_PARAMS __global const uint *lines, const uint primary, __global const uint *meta, const uint levels, const uint level_lines
 #define LF_RANK(row, code) wm_lf_rank(lines, primary, meta, levels, level_lines, row, code)
 #define LF_STEP(row) wm_lf_step(lines, primary, meta, levels, level_lines, row)
+#define SYMBOLS (meta[0])
+#elif defined(SAMPLED)
+#include "fm/sampled_rank.h"
+#define INDEX_PARAMS __global const uint *lines, const uint primary, __global const uint *meta, const uint line_words, const uint byte_words
+#define LF_RANK(row, code) sr_lf_rank(lines, primary, line_words, byte_words, row, code)
+#define LF_STEP(row) sr_lf_step(lines, primary, line_words, byte_words, row)
 #define SYMBOLS (meta[0])
 #else
 #include "fm/dna_rank.h"

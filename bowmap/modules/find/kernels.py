@@ -1,5 +1,6 @@
 """Owner of ``opencl/modules/find.cl``: exact search and locate of patterns in one index block,
-for DNA (2-bit occurrence lines) and protein or text indexes (wavelet matrix).
+for DNA (2-bit occurrence lines) and protein or text indexes (wavelet matrix; or, to measure the
+alternative, per-symbol sampled counts built in memory: :mod:`.sampled`).
 
 Usage: :class:`FindBlock` uploads one block to one device (read-only, shared by that context's
 queues); a :class:`FindSearch` per thread holds the kernels, its queue and reused buffers.
@@ -13,6 +14,7 @@ import pyopencl as cl
 
 from bowmap.index.alphabet import wavelet_meta
 from bowmap.index.load import IndexBlock
+from bowmap.modules.find.sampled import SampledRank
 from bowmap.runtime.devices import DeviceContext, ReusedBuffer, read_back, work_group_size
 from bowmap.runtime.errors import BowmapError
 
@@ -26,16 +28,23 @@ def block_meta(block: IndexBlock) -> np.ndarray:
     return wavelet_meta(block.symbol_counts, block.zeros)
 
 
-def block_device_bytes(block: IndexBlock) -> int:
-    """Device memory one uploaded block takes, in bytes."""
+def block_device_bytes(block: IndexBlock, sampled: SampledRank | None = None) -> int:
+    """Device memory one uploaded block takes, in bytes (with ``sampled`` counts in place of its
+    rank lines when given)."""
+    if sampled is not None:
+        return sampled.lines.nbytes + block.marks.nbytes + block.samples.nbytes + 4
     return block.occ.nbytes + block.marks.nbytes + block.samples.nbytes + 4 * len(block_meta(block))
 
 
 class FindBlock:
-    """One index block's read-only buffers in one device context."""
+    """One index block's read-only buffers in one device context; with ``sampled`` (a protein or
+    text block's counts, :func:`.sampled.build_sampled`) those replace its wavelet lines."""
 
-    def __init__(self, device: DeviceContext, block: IndexBlock):
-        for what, array in (("rank lines", block.occ), ("marks", block.marks), ("samples", block.samples)):
+    def __init__(self, device: DeviceContext, block: IndexBlock, sampled: SampledRank | None = None):
+        if sampled is not None and block.zeros is None:
+            raise ValueError("sampled counts are for protein and text blocks")
+        rank_lines = block.occ if sampled is None else sampled.lines
+        for what, array in (("rank lines", rank_lines), ("marks", block.marks), ("samples", block.samples)):
             if array.nbytes > device.info.max_allocation:
                 raise BowmapError(
                     f"index block {block.number} needs a {array.nbytes}-byte buffer for its {what} but "
@@ -46,10 +55,14 @@ class FindBlock:
         self.wavelet = block.zeros is not None
         self.levels = len(block.zeros) if self.wavelet else 0
         self.level_lines = block.occ.shape[1] if self.wavelet else 0
-        self.lines = cl.Buffer(device.context, flags, hostbuf=np.ascontiguousarray(block.occ))
+        self.sampled_step = None if sampled is None else sampled.step
+        if sampled is not None:  # find.cl's -DSAMPLED takes line_words, byte_words where levels go
+            self.levels, self.level_lines = sampled.line_words, sampled.byte_words
+        meta = block_meta(block) if sampled is None else np.array([sampled.sigma], dtype=np.uint32)
+        self.lines = cl.Buffer(device.context, flags, hostbuf=np.ascontiguousarray(rank_lines))
         self.marks = cl.Buffer(device.context, flags, hostbuf=np.ascontiguousarray(block.marks))
         self.samples = cl.Buffer(device.context, flags, hostbuf=np.ascontiguousarray(block.samples))
-        self.meta = cl.Buffer(device.context, flags, hostbuf=block_meta(block))
+        self.meta = cl.Buffer(device.context, flags, hostbuf=meta)
 
     def index_arguments(self) -> tuple:
         return (self.lines, np.uint32(self.block.primary), self.meta, np.uint32(self.levels), np.uint32(self.level_lines))
@@ -60,13 +73,23 @@ class FindBlock:
 
 
 class FindSearch:
-    """find.cl's kernels for one alphabet (``wavelet``: protein or text), a queue, reused buffers."""
+    """find.cl's kernels for one alphabet (``wavelet``: protein or text), a queue, reused buffers;
+    ``sampled_step``: built for sampled counts of that step (protein or text) in place of the
+    wavelet matrix."""
 
-    def __init__(self, device: DeviceContext, wavelet: bool, queue: cl.CommandQueue | None = None):
+    def __init__(self, device: DeviceContext, wavelet: bool, queue: cl.CommandQueue | None = None,
+                 sampled_step: int | None = None):
+        if sampled_step is not None and not wavelet:
+            raise ValueError("sampled counts are for protein and text blocks")
         self.device = device
         self.wavelet = wavelet
+        self.sampled_step = sampled_step
         self.queue = queue if queue is not None else device.queue()
-        program = device.program(SOURCE, ("-DWAVELET",) if wavelet else ())
+        if sampled_step is not None:
+            options: tuple[str, ...] = ("-DSAMPLED", f"-DSAMPLED_STEP={int(sampled_step)}u")
+        else:
+            options = ("-DWAVELET",) if wavelet else ()
+        program = device.program(SOURCE, options)
         self._search = cl.Kernel(program, "find_search")
         self._locate = cl.Kernel(program, "find_locate")
         self._group = work_group_size(self._search, device)
@@ -80,8 +103,8 @@ class FindSearch:
         return (-(-count // self._group) * self._group,)
 
     def _check(self, block: FindBlock) -> None:
-        if block.wavelet != self.wavelet:
-            raise ValueError("the block's alphabet is not the one these kernels were built for")
+        if block.wavelet != self.wavelet or block.sampled_step != self.sampled_step:
+            raise ValueError("the block's alphabet or rank structure is not the one these kernels were built for")
 
     def search(self, block: FindBlock, codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows [lo, hi) of each pattern in ``block`` (uint32; lo = hi = 0 when absent).

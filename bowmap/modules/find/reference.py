@@ -9,7 +9,9 @@ import numpy as np
 from bowmap.index.alphabet import BITS_PER_LINE
 from bowmap.index.format import BASES_PER_LINE, ROWS_PER_GROUP, UNPACK_2BIT
 from bowmap.index.load import IndexBlock
+from bowmap.modules.find import sampled as sampled_rank
 from bowmap.modules.find.kernels import block_meta
+from bowmap.modules.find.sampled import SampledRank
 
 
 def _dna_rank(block: IndexBlock, rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -37,9 +39,12 @@ def _rank1(level: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ones, bits[np.arange(len(p)), within].astype(np.int64)
 
 
-def lf_rank(block: IndexBlock, rows: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """C[code] + rank(code, row): one backward-search step of each (row, code)."""
+def lf_rank(block: IndexBlock, rows: np.ndarray, codes: np.ndarray, sampled: SampledRank | None = None) -> np.ndarray:
+    """C[code] + rank(code, row): one backward-search step of each (row, code); through
+    ``sampled`` counts of the block when given, else its own rank structure."""
     rows, codes = np.asarray(rows, dtype=np.int64), np.asarray(codes, dtype=np.int64)
+    if sampled is not None:
+        return sampled_rank.lf_rank(sampled, block.primary, rows, codes)
     meta = block_meta(block).astype(np.int64)
     if block.zeros is None:
         return meta[codes] + _dna_rank(block, rows, codes)
@@ -52,9 +57,11 @@ def lf_rank(block: IndexBlock, rows: np.ndarray, codes: np.ndarray) -> np.ndarra
     return (meta[1 + levels + codes] + p) % (1 << 32)
 
 
-def lf_step(block: IndexBlock, rows: np.ndarray) -> np.ndarray:
+def lf_step(block: IndexBlock, rows: np.ndarray, sampled: SampledRank | None = None) -> np.ndarray:
     """LF of each row (none of them ``primary``)."""
     rows = np.asarray(rows, dtype=np.int64)
+    if sampled is not None:
+        return sampled_rank.lf_step(sampled, block.primary, rows)
     if block.zeros is None:
         return lf_rank(block, rows, _dna_symbol(block, rows))
     meta = block_meta(block).astype(np.int64)
@@ -68,8 +75,10 @@ def lf_step(block: IndexBlock, rows: np.ndarray) -> np.ndarray:
     return (meta[1 + levels + code] + p) % (1 << 32)
 
 
-def search(block: IndexBlock, codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """find_search's rows [lo, hi) of each pattern (uint32; 0, 0 when absent)."""
+def search(block: IndexBlock, codes: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
+           sampled: SampledRank | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """find_search's rows [lo, hi) of each pattern (uint32; 0, 0 when absent), ranked through
+    ``sampled`` counts when given."""
     offsets, lengths = np.asarray(offsets, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
     symbols = 4 if block.zeros is None else len(block.symbol_counts)
     count = len(offsets)
@@ -81,7 +90,7 @@ def search(block: IndexBlock, codes: np.ndarray, offsets: np.ndarray, lengths: n
         known = code < symbols
         dead = active[~known]
         active, code = active[known], code[known]
-        new_lo, new_hi = lf_rank(block, lo[active], code), lf_rank(block, hi[active], code)
+        new_lo, new_hi = lf_rank(block, lo[active], code, sampled), lf_rank(block, hi[active], code, sampled)
         empty = new_lo >= new_hi
         lo[active], hi[active] = new_lo, new_hi
         dead = np.concatenate((dead, active[empty]))
@@ -90,7 +99,7 @@ def search(block: IndexBlock, codes: np.ndarray, offsets: np.ndarray, lengths: n
     return lo.astype(np.uint32), hi.astype(np.uint32)
 
 
-def locate(block: IndexBlock, rows: np.ndarray) -> np.ndarray:
+def locate(block: IndexBlock, rows: np.ndarray, sampled: SampledRank | None = None) -> np.ndarray:
     """find_locate's block offset (uint32) of the suffix at each row (1..n)."""
     rows = np.asarray(rows, dtype=np.int64).copy()
     steps = np.zeros(len(rows), dtype=np.int64)
@@ -109,7 +118,7 @@ def locate(block: IndexBlock, rows: np.ndarray) -> np.ndarray:
         done = pending[marked]
         positions[done] = block.samples[index[marked]].astype(np.int64) + steps[done]
         pending = pending[~marked]
-        rows[pending] = lf_step(block, rows[pending])
+        rows[pending] = lf_step(block, rows[pending], sampled)
         steps[pending] += 1
     return positions.astype(np.uint32)
 

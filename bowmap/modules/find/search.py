@@ -21,6 +21,7 @@ from bowmap.index.alphabet import encode_table
 from bowmap.index.format import ENCODE
 from bowmap.index.load import FMIndex
 from bowmap.modules.find.kernels import FindBlock, FindSearch, block_device_bytes
+from bowmap.modules.find.sampled import SampledRank
 from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.fasta import decompressed_bytes, iter_fasta
 
@@ -108,18 +109,21 @@ def _owned_ends(index: FMIndex) -> np.ndarray:
 class _DeviceWorker:
     """One device's kernels and its copies of the blocks (kept when they fit ``resident_bytes``)."""
 
-    def __init__(self, device, index: FMIndex, resident_bytes: int):
+    def __init__(self, device, index: FMIndex, resident_bytes: int, sampled: list[SampledRank] | None = None):
         self.device = device
         self.index = index
-        self.search = FindSearch(device, wavelet=index.alphabet != "dna")
-        total = sum(block_device_bytes(block) for block in index.blocks)
+        self.sampled = sampled
+        step = None if sampled is None else sampled[0].step
+        self.search = FindSearch(device, wavelet=index.alphabet != "dna", sampled_step=step)
+        total = sum(block_device_bytes(block, None if sampled is None else sampled[number])
+                    for number, block in enumerate(index.blocks))
         self.resident = total <= resident_bytes
         self.blocks: dict[int, FindBlock] = {}
 
     def block(self, number: int) -> FindBlock:
         found = self.blocks.get(number)
         if found is None:
-            found = FindBlock(self.device, self.index.blocks[number])
+            found = FindBlock(self.device, self.index.blocks[number], None if self.sampled is None else self.sampled[number])
             if self.resident:
                 self.blocks[number] = found
         return found
@@ -184,13 +188,19 @@ class _DeviceWorker:
         return np.concatenate(owners), np.concatenate(places)
 
 
-def find(index: FMIndex, devices: list, patterns: Patterns, max_hits: int, device_memory: int | None = None) -> FindResult:
+def find(index: FMIndex, devices: list, patterns: Patterns, max_hits: int, device_memory: int | None = None,
+         sampled: list[SampledRank] | None = None) -> FindResult:
     """Every exact occurrence of every pattern (forward strand), on ``devices`` (contexts).
     ``device_memory``: bytes of each device to plan for (default: its global memory); blocks
-    stay resident when they fit half of it, else each is uploaded for its turn."""
+    stay resident when they fit half of it, else each is uploaded for its turn. ``sampled``: a
+    protein or text index's sampled counts a block (one step), ranked through in place of its
+    wavelet matrix (bench/find.py measures the two; the CLI always takes the wavelet matrix)."""
     started = time.perf_counter()
+    if sampled is not None and (index.alphabet == "dna" or len(sampled) != len(index.blocks)
+                                or len({item.step for item in sampled}) != 1):
+        raise ValueError("sampled counts: one a block of a protein or text index, all of one step")
     workers = [
-        _DeviceWorker(device, index, int(RESIDENT_SHARE * (device_memory or device.info.global_memory)))
+        _DeviceWorker(device, index, int(RESIDENT_SHARE * (device_memory or device.info.global_memory)), sampled)
         for device in devices
     ]
     parts = [(first, min(first + PART_PATTERNS, len(patterns))) for first in range(0, len(patterns), PART_PATTERNS)]
