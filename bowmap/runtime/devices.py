@@ -278,8 +278,8 @@ class DeviceContext:
 
     def queue(self):
         """A new in-order command queue: one per worker thread; but on PoCL one queue for
-        every thread of the context (see POCL_ONE_QUEUE)."""
-        if POCL_ONE_QUEUE and self.info.platform == POCL_PLATFORM:
+        every thread of the context (see POCL_PLATFORM)."""
+        if self.info.platform == POCL_PLATFORM:
             with self._lock:
                 if self._shared_queue is None:
                     self._shared_queue = _opencl().CommandQueue(self.context, self.device)
@@ -300,7 +300,6 @@ class DeviceContext:
 # keeps its commands from overlapping; PoCL's CPU device runs each kernel on every core anyway,
 # and the threads' host work still overlaps the device's.
 POCL_PLATFORM = "Portable Computing Language"
-POCL_ONE_QUEUE = True
 
 
 @functools.lru_cache(maxsize=None)

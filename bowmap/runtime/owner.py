@@ -51,7 +51,6 @@ class DeviceOwner:
         self._closed = False
         self._connections: list = []
         self._released_early: set = set()  # see _release
-        self._info_kernels: dict = {}  # (program key, name) -> a kernel asked about (kernel_info)
         # Many short holds of the GIL by the serving threads: hand it over sooner than every 5 ms.
         if sys.getswitchinterval() > SWITCH_INTERVAL_SECONDS:
             sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
@@ -184,15 +183,7 @@ class DeviceOwner:
             return None
         if kind == "kernel_info":
             _, program_key, name, parameter = message
-            with self._lock:  # one kernel a name for these questions
-                kernel = self._info_kernels.get((program_key, name))
-                if kernel is None:
-                    kernel = self._info_kernels[program_key, name] = cl.Kernel(device.program(*program_key), name)
-            return int(kernel.get_work_group_info(parameter, device.device))
-        if kind == "create":
-            _, key, flags, size = message
-            self._buffers[key] = cl.Buffer(device.context, flags, size=size)
-            return None
+            return int(cl.Kernel(device.program(*program_key), name).get_work_group_info(parameter, device.device))
         if kind == "facts":
             from bowmap.runtime.devices import nvidia_compute_capability
 
