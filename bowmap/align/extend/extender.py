@@ -8,7 +8,7 @@ position is 0-based on its contig (SAM's POS is one more).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from bowmap.align.extend.mapq import NO_SCORE
 from bowmap.align.options import AlignOptions
 from bowmap.align.extend.tandem import REPEAT_SHARE_POWER, periodic_share, tandem_scores
 from bowmap.align.seed.filter import Windows
-from bowmap.runtime.arrays import segment_ranges, unique
+from bowmap.runtime.arrays import lexsort, segment_ranges, unique
 
 
 def minimum_scores(read_lengths: np.ndarray, scoring, end_to_end: bool, min_score: int | None) -> np.ndarray:
@@ -87,7 +87,13 @@ def read_hashes(codes: np.ndarray, offsets: np.ndarray, reads: np.ndarray) -> np
 # of a microsatellite too (its cost is the tandem score's, bowmap.align.extend.tandem); a read shifted
 # by a longer unit along a minisatellite aligns about as well there, a true rival.
 SAME_ALIGNMENT_BASES = 16
-MORE_THAN_HALF = 0.5
+
+
+def _shares_most(start, end, other_start, other_end) -> np.ndarray:
+    """Whether intervals [start, end) and [other_start, other_end) share more than half of the
+    shorter one (in integers: twice the shared length exceeds it)."""
+    shared = np.minimum(end, other_end) - np.maximum(start, other_start)
+    return 2 * shared > np.minimum(end - start, other_end - other_start)
 
 
 @dataclass
@@ -114,27 +120,39 @@ class Places:
         text_end = np.asarray(text_end, dtype=np.int64)
         return Places(np.asarray(reverse, dtype=bool), read_end - span, read_end, text_end - span, text_end)
 
+    def take(self, rows) -> Places:
+        """The rows ``rows`` (indexes, a mask or a slice)."""
+        return Places(self.reverse[rows], self.read_start[rows], self.read_end[rows], self.text_start[rows], self.text_end[rows])
+
     def same(self, a, b) -> np.ndarray:
         """Whether rows ``a`` and rows ``b`` (indexes, of one read each pair) are one alignment
         (see SAME_ALIGNMENT_BASES)."""
-        def shares_most(start, end):
-            shared = np.minimum(end[a], end[b]) - np.maximum(start[a], start[b])
-            return shared > MORE_THAN_HALF * np.minimum(end[a] - start[a], end[b] - start[b])
+        return self.take(a).same_as(self.take(b))
 
-        diagonal = self.text_end - self.read_end
-        shift = np.minimum(np.abs(self.text_start[a] - self.text_start[b]), np.abs(self.text_end[a] - self.text_end[b]))
-        shift = np.minimum(shift, np.abs(diagonal[a] - diagonal[b]))
-        return (self.reverse[a] == self.reverse[b]) & (shift <= SAME_ALIGNMENT_BASES) & shares_most(self.read_start, self.read_end) & shares_most(
-            self.text_start, self.text_end)
+    def same_as(self, other: Places) -> np.ndarray:
+        """Row by row, whether this row and ``other``'s (as many rows) are one alignment. The
+        overlaps are tested only where the strand and the shift allow (few rows: a read's
+        copies of one place), each column gathered once: these tests took a sixth of a host
+        worker's time when each gathered its own columns again for every row."""
+        shift = np.minimum(np.abs(self.text_start - other.text_start), np.abs(self.text_end - other.text_end))
+        np.minimum(shift, np.abs((self.text_end - self.read_end) - (other.text_end - other.read_end)), out=shift)
+        same = (self.reverse == other.reverse) & (shift <= SAME_ALIGNMENT_BASES)
+        rows = np.flatnonzero(same)
+        if len(rows):
+            mine, theirs = self.take(rows), other.take(rows)
+            same[rows] = _shares_most(mine.read_start, mine.read_end, theirs.read_start, theirs.read_end) & _shares_most(
+                mine.text_start, mine.text_end, theirs.text_start, theirs.text_end)
+        return same
 
     def clusters(self, read: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``rows`` (indexes) sorted by read, strand and text end, and for each the number of its
         cluster: runs of rows each one alignment with the row before it (the copies of one place
         lie next to each other in that order: they share a strand and their ends lie close)."""
-        rows = rows[np.lexsort((self.text_end[rows], self.reverse[rows], read[rows]))]
+        rows = rows[lexsort((self.text_end[rows], self.reverse[rows], read[rows]))]
         new = np.ones(len(rows), dtype=bool)
         if len(rows) > 1:
-            new[1:] = (read[rows][1:] != read[rows][:-1]) | ~self.same(rows[1:], rows[:-1])
+            reads, sorted_places = read[rows], self.take(rows)
+            new[1:] = (reads[1:] != reads[:-1]) | ~sorted_places.take(slice(1, None)).same_as(sorted_places.take(slice(None, -1)))
         return rows, np.cumsum(new) - 1
 
 
@@ -147,7 +165,7 @@ def rival_scores(read: np.ndarray, score: np.ndarray, count: int, places: Places
         return rival
     picked = chosen[read]
     safe = np.maximum(picked, 0)
-    other = (picked >= 0) & (np.arange(len(read)) != safe) & ~places.same(np.arange(len(read)), safe)
+    other = (picked >= 0) & (np.arange(len(read)) != safe) & ~places.same_as(places.take(safe))
     np.maximum.at(rival, read[other], np.asarray(score, dtype=np.int64)[other])
     return rival
 
@@ -171,10 +189,17 @@ def best_two(read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.nd
         # does not decide. Only those few pairs are sorted, not all of them.
         best_score[has] = np.maximum.reduceat(score.astype(np.int64), starts[has])
         top = np.flatnonzero(score == best_score[read])
-        keys = [top] + ([] if places is None else [places.text_end[top], places.reverse[top]]) + [tie_breaker[top], read[top]]
-        top = top[np.lexsort(keys)]
-        first_of_read = np.r_[True, read[top][1:] != read[top][:-1]]
-        best[read[top[first_of_read]]] = top[first_of_read]
+        top_read = read[top]
+        again = top_read[1:] == top_read[:-1]
+        tied = np.r_[again, False] | np.r_[False, again]  # tops of reads with more than one
+        alone = top[~tied]
+        best[read[alone]] = alone
+        if len(alone) < len(top):
+            top = top[tied]
+            keys = [top] + ([] if places is None else [places.text_end[top], places.reverse[top]]) + [tie_breaker[top], read[top]]
+            top = top[lexsort(keys)]
+            first_of_read = np.r_[True, read[top][1:] != read[top][:-1]]
+            best[read[top[first_of_read]]] = top[first_of_read]
     if places is not None:
         return best, best_score, rival_scores(read, score, count, places, best)
     others = np.ones(len(read), dtype=bool)
@@ -212,14 +237,18 @@ class Scored:
     second_score: np.ndarray
     suboptimal: np.ndarray  # other alignments scoring within Extender.delta of the best (bwa's sub_n)
     match: int = 1  # the match score, for the windows' places
+    _places: Places | None = field(default=None, repr=False, compare=False)
 
     def text_end(self) -> np.ndarray:
         """Exclusive text position where each window's best alignment ends."""
         return self.windows.start + self.window_end
 
     def places(self) -> Places:
-        """Each window's best alignment, estimated (:meth:`Places.estimated`)."""
-        return Places.estimated(self.windows.reverse, self.score, self.read_end, self.text_end(), self.match)
+        """Each window's best alignment, estimated (:meth:`Places.estimated`); computed once
+        (a Scored is never changed in place: Extender.add makes a new one)."""
+        if self._places is None:
+            self._places = Places.estimated(self.windows.reverse, self.score, self.read_end, self.text_end(), self.match)
+        return self._places
 
 
 class Extender:
@@ -256,7 +285,7 @@ class Extender:
         """Every window scored and ranked; with a ``rescuer``, poor reads' dense-seed windows too."""
         score, read_end, window_end = self.score(windows)
         ranked = _ranked(self.chunk, windows, score, read_end, window_end, self.count, self.delta, self.scoring.match)
-        scored = Scored(windows, score, read_end, window_end, *ranked, match=self.scoring.match)
+        scored = Scored(windows, score, read_end, window_end, *ranked[:4], match=self.scoring.match, _places=ranked[4])
         seed_options = self.options.seed
         if rescuer is not None and seed_options.rescue_interval:
             scoring, lengths = self.scoring, self.lengths
@@ -446,11 +475,12 @@ class Traced:
 
 def _ranked(chunk, windows: Windows, score, read_end, window_end, count: int, delta: int, match: int):
     """best_two over a chunk's scored windows (sorted by read), ties broken by tie_breakers, and
-    each read's sub-optimal alignment count (suboptimal_counts within ``delta``)."""
+    each read's sub-optimal alignment count (suboptimal_counts within ``delta``); then the
+    windows' places (Scored.places)."""
     tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start, score)
     places = Places.estimated(windows.reverse, score, read_end, windows.start + window_end, match)
     best, best_score, second_score = best_two(windows.read, score, count, tie_breaker, places)
-    return best, best_score, second_score, suboptimal_counts(windows.read, score, count, best_score, delta, places)
+    return best, best_score, second_score, suboptimal_counts(windows.read, score, count, best_score, delta, places), places
 
 
 def new_windows(windows: Windows, extra: Windows, rescued: np.ndarray, index) -> Windows:
@@ -463,7 +493,7 @@ def new_windows(windows: Windows, extra: Windows, rescued: np.ndarray, index) ->
         return extra
     columns = [np.concatenate((getattr(old, name), getattr(extra, name))).astype(np.int64) for name in ("read", "reverse", "start", "end")]
     is_old = np.r_[np.ones(len(old), dtype=bool), np.zeros(len(extra), dtype=bool)]
-    order = np.lexsort((~is_old, *columns[::-1]))  # by read, strand, start, end; old rows first
+    order = lexsort((~is_old, *columns[::-1]))  # by read, strand, start, end; old rows first
     same = np.ones(len(order) - 1, dtype=bool)
     for column in columns:
         same &= column[order][1:] == column[order][:-1]

@@ -35,7 +35,7 @@ from bowmap.align.extend.extender import Extender, Scored, mix, read_hashes, riv
 from bowmap.align.options import AlignOptions
 from bowmap.align.extend.mapq import MAXIMUM_MAPQ, NO_SCORE, mapping_quality, repeat_scaled, suboptimal_penalty
 from bowmap.align.seed.filter import Windows
-from bowmap.runtime.arrays import run_ranks, segment_ranges, unique
+from bowmap.runtime.arrays import lexsort, run_ranks, segment_ranges, unique
 from bowmap.runtime.errors import UsageError
 
 SAMPLE_PAIRS = 25_000  # the first pairs of the input the model is estimated from
@@ -217,7 +217,7 @@ def one_a_place(scored: Scored, rows: np.ndarray) -> np.ndarray:
         return rows
     read = scored.windows.read
     ordered, cluster = scored.places().clusters(read, rows)
-    ranked = np.lexsort((ordered, -scored.score[ordered].astype(np.int64), ordered != scored.best[read[ordered]], cluster))
+    ranked = lexsort((ordered, -scored.score[ordered].astype(np.int64), ordered != scored.best[read[ordered]], cluster))
     ordered, cluster = ordered[ranked], cluster[ranked]
     return np.sort(ordered[np.r_[True, cluster[1:] != cluster[:-1]]])
 
@@ -278,7 +278,7 @@ def best_pairs(placed: Placed, model: InsertModel, penalties: np.ndarray, count_
     tied = at_top & (np.bincount(pair[at_top], minlength=count_pairs)[pair] > 1)
     key = np.zeros(len(pair), dtype=np.uint64)
     key[tied] = keys(a[tied], b[tied])
-    order = np.lexsort((key, score, pair))  # by pair, then score, then key: the best last
+    order = lexsort((key, score, pair))  # by pair, then score, then key: the best last
     a, b, score, pair = a[order], b[order], score[order], pair[order]
     best = np.full(count_pairs, -1, dtype=np.int64)
     best_score = np.zeros(count_pairs, dtype=np.int64)
@@ -307,11 +307,11 @@ def rescue_anchors(placed: Placed, concordant: np.ndarray, best_score: np.ndarra
     projected place: windows of one alignment found twice would only ask for the same rescue
     window twice. Sorted by read, then that rank."""
     rows = np.flatnonzero(~concordant & reportable & (placed.score >= best_score[placed.read] - penalty))
-    rows = rows[np.lexsort((placed.reverse[rows], placed.start[rows], -placed.score[rows], placed.read[rows]))]
+    rows = rows[lexsort((placed.reverse[rows], placed.start[rows], -placed.score[rows], placed.read[rows]))]
     read, reverse, start = placed.read[rows], placed.reverse[rows], placed.start[rows]
     # Two windows of one place lie anywhere in their read's run (sorted by score first, and
     # two windows may score one place a little differently): the first of each place is kept.
-    by_place = np.lexsort((np.arange(len(rows)), start, reverse, read))
+    by_place = lexsort((np.arange(len(rows)), start, reverse, read))
     read, reverse, start = read[by_place], reverse[by_place], start[by_place]
     again = np.zeros(len(rows), dtype=bool)
     again[1:] = (read[1:] == read[:-1]) & (reverse[1:] == reverse[:-1]) & (start[1:] == start[:-1])
@@ -338,7 +338,7 @@ def _rescue_windows(extender: Extender, model: InsertModel, anchor: Placed) -> t
     start, end = np.maximum(start, contig_start), np.minimum(end, contig_end)
     usable = (end - start >= np.maximum(mate_length // 2, 1)) & (mate_length > 0)
     mate, forward, start, end = mate[usable], forward[usable], start[usable], end[usable]
-    order = np.lexsort((end, start, forward, mate))
+    order = lexsort((end, start, forward, mate))
     mate, forward, start, end = mate[order], forward[order], start[order], end[order]
     fresh = np.ones(len(mate), dtype=bool)
     fresh[1:] = (mate[1:] != mate[:-1]) | (forward[1:] != forward[:-1]) | (start[1:] != start[:-1]) | (end[1:] != end[:-1])

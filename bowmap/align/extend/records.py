@@ -38,7 +38,7 @@ from bowmap.align.extend.extender import Extender, Places, Scored, Traced, new_w
 from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
 from bowmap.align.options import RecordOptions
 from bowmap.align.seed.filter import Windows
-from bowmap.runtime.arrays import run_ranks, segment_ranges
+from bowmap.runtime.arrays import lexsort, run_ranks, segment_ranges
 
 XA_RATIO = 0.8  # bwa's XA_drop_ratio: alternatives scoring at least this share of the primary
 MASK_LEVEL = 0.5  # bwa's mask_level: two alignments share this much of the shorter on the read
@@ -146,11 +146,11 @@ def candidates(scored: Scored, chosen: np.ndarray, reportable: np.ndarray) -> np
     primary = chosen[read]
     safe = np.maximum(primary, 0)
     other = (primary >= 0) & (np.arange(len(read)) != primary) & reportable
-    other &= ~places.same(np.arange(len(read)), safe)
+    other &= ~places.same_as(places.take(safe))
     kept, cluster = places.clusters(read, np.flatnonzero(other))
-    order = np.lexsort((reverse[kept], windows.start[kept], -scored.score[kept].astype(np.int64), cluster))
+    order = lexsort((reverse[kept], windows.start[kept], -scored.score[kept].astype(np.int64), cluster))
     leaders = kept[order[np.r_[True, cluster[order][1:] != cluster[order][:-1]]]] if len(kept) else kept
-    return leaders[np.lexsort((reverse[leaders], windows.start[leaders], -scored.score[leaders].astype(np.int64), read[leaders]))]
+    return leaders[lexsort((reverse[leaders], windows.start[leaders], -scored.score[leaders].astype(np.int64), read[leaders]))]
 
 
 def alternative_windows(extender: Extender, scored: Scored, chosen: np.ndarray, compared: np.ndarray, options: RecordOptions) -> np.ndarray:
@@ -205,7 +205,7 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
     traced = join_traced(alternatives, extender.trace(windows, split_candidates))
     alternative = np.arange(len(traced.window)) < len(alternatives.window)
     window = traced.window
-    order = np.lexsort((windows.reverse[window], windows.start[window], -scored.score[window].astype(np.int64), windows.read[window]))
+    order = lexsort((windows.reverse[window], windows.start[window], -scored.score[window].astype(np.int64), windows.read[window]))
     traced, alternative = traced.subset(order), alternative[order]
     read = windows.read[traced.window]
     reverse = windows.reverse[traced.window]
@@ -310,7 +310,7 @@ def with_other_records(primary, others: Others, options: RecordOptions):
     traced = others.traced.subset(written)
     read_index = np.concatenate((np.arange(count, dtype=np.int64), extra_read))
     within = np.concatenate((np.zeros(count, dtype=np.int64), np.where(extra_role == SUPPLEMENTARY, 1, 2 + run_ranks(extra_read))))
-    order = np.lexsort((within, read_index))
+    order = lexsort((within, read_index))
     primary_lengths = np.diff(primary.cigar_offsets)
     lengths = np.concatenate((primary_lengths, traced.cigar_lengths))
     starts = np.concatenate((primary.cigar_offsets[:-1], len(primary.cigar_ops) + traced.cigar_starts))

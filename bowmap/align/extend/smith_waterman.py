@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from bowmap.runtime.arrays import segment_ranges
+from bowmap.runtime.arrays import lexsort, segment_ranges
 from bowmap.runtime.devices import (
     DeviceArray,
     DeviceContext,
@@ -250,7 +250,7 @@ def _check(read_codes, read_offsets, read_lengths, window_codes, window_offsets,
         raise ValueError("a pair names a read or window that does not exist")
     m = read_lengths[pair_reads].astype(np.int64)
     n = window_lengths[pair_windows].astype(np.int64)
-    order = np.lexsort((-n, -m)).astype(np.int64)  # longest reads first, then longest windows
+    order = lexsort((-n, -m)).astype(np.int64)  # longest reads first, then longest windows
     return _Pairs(
         codes[0], read_offsets, read_lengths, codes[1], window_offsets, window_lengths,
         pair_reads[order], pair_windows[order], order, m[order], n[order],

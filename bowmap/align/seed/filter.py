@@ -31,7 +31,7 @@ from bowmap.align.seed.seeds import (
     pack_codes,
 )
 from bowmap.index.load import FMIndex
-from bowmap.runtime.arrays import prefix_mask, run_ranks, unique
+from bowmap.runtime.arrays import lexsort, prefix_mask, run_ranks, unique
 
 
 @dataclass
@@ -255,7 +255,7 @@ class SeedFilter:
         if keyed:
             order = np.argsort(((read.astype(np.int64) * 2 + reverse) * len(index.contig_starts) + contig) * span + diagonal + shift)
         else:
-            order = np.lexsort((diagonal, contig, reverse, read))
+            order = lexsort((diagonal, contig, reverse, read))
         read, reverse, contig, diagonal, read_offset = read[order], reverse[order], contig[order], diagonal[order], read_offset[order]
         group = np.zeros(len(read), dtype=np.int64)
         if len(read):
@@ -488,7 +488,7 @@ def _by_read_strand_start(read: np.ndarray, reverse: np.ndarray, start: np.ndarr
     span = int(text_length) + 1
     if len(read) and 2 * (int(read.max()) + 1) * span < 2**62:
         return np.argsort((read * 2 + reverse) * span + start, kind="stable")
-    return np.lexsort((start, reverse, read))
+    return lexsort((start, reverse, read))
 
 
 def _window_constants(index: FMIndex, options: SeedOptions) -> dict:
