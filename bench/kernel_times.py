@@ -5,7 +5,8 @@ Each case runs ``bowmap align`` in this process with one worker process (``-p 1`
 are threads here, so every queue is seen), its queues made with profiling on, and
 ``pyopencl.Kernel.__call__`` and ``pyopencl.enqueue_copy`` wrapped to keep each command's event.
 The table gives, for each kernel (and the copies, by direction), the device time per 100,000
-reads (ms) of each case: what grows from one genome to another. Device times of the queue
+reads (ms) of each case: what grows from one genome to another; then all kernels' sum and their
+busy time (the union of the kernels' intervals: time in which at least one kernel ran). Device times of the queue
 pairs overlap one another, so their sum can exceed the run's wall time; profiling and the single
 process make the run slower than a normal one, so its reads/s is not a speed figure.
 
@@ -77,6 +78,21 @@ class Recorder:
             sums[name][1] += (event.profile.end - event.profile.start) * 1e-9
         return {name: (count, seconds) for name, (count, seconds) in sums.items()}
 
+    def busy(self) -> float:
+        """Seconds in which at least one kernel ran: the union of the kernels' intervals (the
+        queues' kernels overlap, so this is at most their sum)."""
+        intervals = sorted((event.profile.start, event.profile.end) for name, event in self.events
+                           if event is not None and not name.startswith("copy"))
+        total, reach = 0, None
+        for start, end in intervals:
+            if reach is None or start > reach:
+                total += end - start
+                reach = end
+            elif end > reach:
+                total += end - reach
+                reach = end
+        return total * 1e-9
+
 
 def first_reads(reads: Path, count: int, folder: Path) -> Path:
     """A FASTQ file of the first ``count`` records of ``reads``."""
@@ -91,8 +107,8 @@ def first_reads(reads: Path, count: int, folder: Path) -> Path:
     return out
 
 
-def run_case(prefix: str, reads: Path, device_spec: str, extra: list[str]) -> tuple[dict, float, int]:
-    """One profiled run: (totals by name, wall seconds, reads)."""
+def run_case(prefix: str, reads: Path, device_spec: str, extra: list[str]) -> tuple[dict, float, int, float]:
+    """One profiled run: (totals by name, wall seconds, reads, kernels' busy seconds)."""
     if not Path(prefix + ".bmi").exists():
         if Path(prefix).resolve().parent != (HERE / "work" / "kernel_times").resolve():
             raise SystemExit(f"kernel_times: no index at {prefix} (only bench/work/kernel_times/ prefixes are built, from data/)")
@@ -115,7 +131,7 @@ def run_case(prefix: str, reads: Path, device_spec: str, extra: list[str]) -> tu
         raise SystemExit(f"kernel_times: bowmap align failed on {prefix}")
     with open(reads) as handle:
         count = sum(1 for _ in handle) // 4
-    return recorder.totals(), wall, count
+    return recorder.totals(), wall, count, recorder.busy()
 
 
 def main(argv=None) -> int:
@@ -125,16 +141,17 @@ def main(argv=None) -> int:
     parser.add_argument("--devices", default="gpu")
     parser.add_argument("--align-args", default="", help="more bowmap align arguments, one string")
     args = parser.parse_args(argv)
-    results = []
+    results, busy_ms = [], []
     for case in args.case:
         label, prefix, reads = case.split("=", 2)
         taken = first_reads(Path(reads), args.count, Path(prefix).parent / "kernel_times")
-        totals, wall, count = run_case(prefix, taken, args.devices, args.align_args.split())
+        totals, wall, count, busy = run_case(prefix, taken, args.devices, args.align_args.split())
         results.append((label, totals, wall, count))
+        busy_ms.append(1e3 * busy * PER_READS / count)
         print(f"[kernel_times] {label}: {count:,} reads, {wall:.2f} s in one process", file=sys.stderr)
     names = sorted({name for _, totals, _, _ in results for name in totals},
                    key=lambda name: -max(totals.get(name, (0, 0))[1] / count for _, totals, _, count in results))
-    width = max(len(name) for name in names + ["all kernels"])
+    width = max(len(name) for name in names + ["kernels busy (union)"])
     print(f"device ms per {PER_READS:,} reads (commands per {PER_READS:,} reads)")
     print(f"{'':{width}}" + "".join(f"  {label:>22}" for label, *_ in results))
     for name in names:
@@ -146,6 +163,7 @@ def main(argv=None) -> int:
     kernel_sum = [sum(seconds for name, (_, seconds) in totals.items() if not name.startswith("copy")) * 1e3 * PER_READS / count
                   for _, totals, _, count in results]
     print(f"{'all kernels':{width}}" + "".join(f"  {value:12.1f}{'':10}" for value in kernel_sum))
+    print(f"{'kernels busy (union)':{width}}" + "".join(f"  {value:12.1f}{'':10}" for value in busy_ms))
     print(f"{'wall (one process)':{width}}" + "".join(f"  {1e3 * wall * PER_READS / count:12.1f}{'':10}" for _, _, wall, count in results))
     return 0
 

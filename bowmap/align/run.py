@@ -177,8 +177,12 @@ def run_align(options: AlignOptions) -> dict:
 
             # Each owner in a process of its own: its GIL is then not shared with the reader, the
             # writer or another device's owner (see OwnerProcess).
-            owners = [OwnerProcess(functools.partial(context_for_info, info), OwnerIndex(options.index, index.identity), str(info.index))
-                      for info in device_infos]
+            # Developers: BOWMAP_OWNERS_PER_DEVICE=k runs k owners a device (each its own copy of
+            # the index), the host workers spread over them in turn.
+            per_device = max(1, int(os.environ.get("BOWMAP_OWNERS_PER_DEVICE", "1")))
+            owner_infos = [info for info in device_infos for _ in range(per_device)]
+            owners = [OwnerProcess(functools.partial(context_for_info, info), OwnerIndex(options.index, index.identity), f"{info.index}.{n}")
+                      for n, info in enumerate(owner_infos)]
             layout = f"one owner a device, {processes} host worker processes of {plan.queue_pairs} queue pair(s)"
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
@@ -224,7 +228,7 @@ def run_align(options: AlignOptions) -> dict:
                 worker = workers[0]
                 run_serial(chunks, [worker.seed, worker.extend], write)
             elif processes > 1:
-                starter = ProcessWorker(options, scoring, device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None,
+                starter = ProcessWorker(options, scoring, owner_infos if owned else device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None,
                                         [owner.endpoint for owner in owners] if owned else None)
                 exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock, owners))
             else:

@@ -55,9 +55,10 @@ def add_parser(subparsers):
     add_devices_option(parser)
     parser.add_argument(
         "-p", "-t", "--processes", type=integer(1, 4096), metavar="N",
-        help="worker processes, each with its own device context and queue pair, devices taken in turn "
-        "(default: one per CPU core but one with GPUs, where the host's work limits speed, as many as "
-        "the devices' memory holds; 1 with a CPU device); -t as bwa's and minimap2's threads",
+        help="host worker processes, devices taken in turn; they share one owner process a device (its "
+        "context and one copy of the index) where the index fits, else each has its own context "
+        "(default: one per CPU core but one with GPUs, where the host's work limits speed; 1 with a "
+        "CPU device); -t as bwa's and minimap2's threads",
     )
     parser.add_argument(
         "--queues-per-device", type=integer(1, 64), metavar="N",
