@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.bench.conftest import BENCH, load_bench
+from tests.conftest import DEVICE_SPECS
+
+# The smoke runs' device: the suite's first (BOWMAP_TEST_DEVICES; the CPU by default).
+DEVICE = DEVICE_SPECS[0]
 
 ROOT = BENCH.parent
 DATA = ROOT / "data"
@@ -117,10 +121,19 @@ def test_table_pairs_columns_and_goal(multi_gpu):
     assert multi_gpu.table(rows).splitlines()[-1].endswith("1.60x, FAIL")
 
 
-def _run(*arguments, cwd=ROOT):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def _environment() -> dict:
+    """This checkout first on the path, the caller's path kept (where the dependencies may live)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
+
+
+def _run(*arguments, cwd=ROOT, cores: int | None = None):
+    """bench/multi_gpu.py with ``arguments``; with ``cores``, on the first ``cores`` usable cores
+    only (the bench's rows are laid out by the cores it may use)."""
+    env = _environment()
+    pinned = sorted(os.sched_getaffinity(0))[:cores] if cores else None
     return subprocess.run([sys.executable, str(BENCH / "multi_gpu.py"), *map(str, arguments)], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+                          capture_output=True, text=True, timeout=600, check=False,
+                          preexec_fn=(lambda: os.sched_setaffinity(0, pinned)) if pinned else None)  # fmt: skip
 
 
 def _table_rows(stdout: str) -> list[list[str]]:
@@ -131,15 +144,16 @@ def _table_rows(stdout: str) -> list[list[str]]:
 def lambda_index(tmp_path_factory):
     prefix = tmp_path_factory.mktemp("multi_gpu_index") / "lambda"
     subprocess.run([sys.executable, "-m", "bowmap", "index", str(DATA / "lambda_virus.fa"), str(prefix), "--no-progress"],
-                   check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+                   check=True, capture_output=True, env=_environment())  # fmt: skip
     return prefix
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the layouts compared need two cores")
 def test_smoke_lambda_reads_and_pairs(lambda_index):
     # --share 2: the first row on one core (one process, its queue pairs threads of it), the second
     # on both with -p 2 (an owner and two host worker processes): different layouts, one SAM.
     done = _run("--index", lambda_index, "--reads", DATA / "lambda_pairs_R1.fq.gz", "--mates", DATA / "lambda_pairs_R2.fq.gz",
-                "--modes", "single,paired", "--devices", "cpu", "--share", "2", "--repeat", "2", "--workers-per-core", "2")  # fmt: skip
+                "--modes", "single,paired", "--devices", DEVICE, "--share", "2", "--repeat", "2", "--workers-per-core", "2", cores=2)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "single: 1,000 reads and 2 x as many; paired: 2,000 reads and 2 x as many" in done.stdout
     rows = _table_rows(done.stdout)
@@ -166,7 +180,7 @@ def test_smoke_human_scale_inputs(tmp_path):
     assert (work / "big" / "index" / "default" / "index.bmi").is_file()
     assert (work / "big" / "pairs_150" / "r1_x5.fq").is_file()
     assert '"id": "index:big"' in (work / "results.jsonl").read_text()
-    done = _run(*sizes, "--modes", "paired", "--devices", "cpu")
+    done = _run(*sizes, "--modes", "paired", "--devices", DEVICE)
     assert done.returncode == 0, done.stderr
     assert "paired: 400 reads and 5 x as many" in done.stdout
     (row,) = _table_rows(done.stdout)
@@ -177,7 +191,7 @@ def test_smoke_human_scale_inputs(tmp_path):
 def test_usage_and_failures_are_one_line(lambda_index, tmp_path):
     usage = _run("--index", lambda_index)
     assert usage.returncode == 2 and "give --index and --reads" in usage.stderr
-    missing = _run("--index", lambda_index, "--reads", tmp_path / "none.fq", "--devices", "cpu")
+    missing = _run("--index", lambda_index, "--reads", tmp_path / "none.fq", "--devices", DEVICE)
     assert missing.returncode == 1 and missing.stderr.strip().count("\n") == 0 and "none.fq" in missing.stderr
-    wrong = _run("--index", tmp_path / "no_index", "--reads", DATA / "lambda_pairs_R1.fq.gz", "--devices", "cpu", "--repeat", "2")
+    wrong = _run("--index", tmp_path / "no_index", "--reads", DATA / "lambda_pairs_R1.fq.gz", "--devices", DEVICE, "--repeat", "2")
     assert wrong.returncode == 1 and "Traceback" not in wrong.stderr and "failed (exit" in wrong.stderr
