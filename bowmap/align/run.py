@@ -91,6 +91,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.index_builder.memory import available_memory
     from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, parse_device_spec
     from bowmap.runtime.output import SamWriter
+    from bowmap.runtime import usage
 
     started = time.perf_counter()
     started_clock = time.monotonic()  # the same instant on the clock every process shares (see _StartLog)
@@ -197,7 +198,12 @@ def run_align(options: AlignOptions) -> dict:
             if result.observations is not None:  # a chunk of the paired model's sample: nothing to write
                 model.observe(*result.observations)
                 return
-            writer.write(result.text)
+            if usage.COUNTING:
+                writing = time.perf_counter()
+                writer.write(result.text)
+                usage.waited("writing", time.perf_counter() - writing)
+            else:
+                writer.write(result.text)
             written["last"] = time.perf_counter() - started
             if written["first"] is None:
                 written["first"] = written["last"]
@@ -263,10 +269,10 @@ def run_align(options: AlignOptions) -> dict:
         "devices": [info.name for info in device_infos],
         "first_chunk_seconds": written["first"],
     }
-    if os.environ.get("BOWMAP_PROFILE"):  # developers: see runners.write_usage
+    if usage.FOLDER:  # developers: see bowmap.runtime.usage
         from bowmap.align.runners import write_usage
 
-        write_usage(os.path.join(os.environ["BOWMAP_PROFILE"], "parent.usage.json"))
+        write_usage(os.path.join(usage.FOLDER, "parent.usage.json"))
     if written["first"] is not None:
         log.info("first chunk written after %.2f s, the last after %.2f s%s", written["first"], written["last"],
                  "" if exit_seconds is None else f"; the worker processes exited {exit_seconds:.2f} s after their last result")

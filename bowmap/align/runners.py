@@ -23,6 +23,8 @@ import queue
 import sys
 import threading
 import time
+
+from bowmap.runtime import usage
 from collections.abc import Callable, Iterable
 
 _END = object()  # end-of-stream marker, passed on by every stage
@@ -189,10 +191,16 @@ def _inbox_items(inbox, stop: threading.Event | None = None):
     import multiprocessing
 
     parent = multiprocessing.parent_process()
+    counting = usage.COUNTING
     while True:
         try:
+            waiting = time.perf_counter() if counting else 0.0
             item = inbox.get(timeout=_POLL_SECONDS * 5)
+            if counting:
+                usage.waited("next chunk", time.perf_counter() - waiting)
         except queue.Empty:
+            if counting:
+                usage.waited("next chunk", time.perf_counter() - waiting)
             if stop is not None and stop.is_set():
                 return
             if parent is not None and not parent.is_alive():
@@ -267,7 +275,7 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
 
     profile_folder = os.environ.get("BOWMAP_PROFILE")  # developers: cProfile each worker
     profiler = None
-    if profile_folder:
+    if profile_folder:  # (BOWMAP_USAGE: the usage JSON alone, see bowmap.runtime.usage)
         import cProfile
 
         profiler = cProfile.Profile()  # wall clock; CPU time goes to the usage JSON (a thread
@@ -291,7 +299,8 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
             _threaded_worker(stages, inbox, send)
         if profiler is not None:
             profiler.dump_stats(os.path.join(profile_folder, f"worker{rank}.prof"))
-            write_usage(os.path.join(profile_folder, f"worker{rank}.usage.json"))
+        if usage.FOLDER:
+            write_usage(os.path.join(usage.FOLDER, f"worker{rank}.usage.json"))
         send(("done", rank, None))
         done = True
     # Failures travel as (error, True): a user error, its type kept (the parent may act on it,
@@ -315,10 +324,8 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
 
 
 def write_usage(path: str) -> None:
-    """Developers: this process's CPU time and age, as JSON, beside the BOWMAP_PROFILE profiles."""
-    from bowmap.runtime.usage import write_usage as write
-
-    write(path, _STARTED, _READY[0] if _READY else None)
+    """Developers: this process's CPU time, age and waits, as JSON (see bowmap.runtime.usage)."""
+    usage.write_usage(path, _STARTED, _READY[0] if _READY else None)
 
 
 _START_GATE: list = []  # a worker's gate (see start_gate), set by _worker_process

@@ -16,6 +16,7 @@ from multiprocessing.connection import Listener
 
 import numpy as np
 
+from bowmap.runtime import usage
 from bowmap.runtime.devices import wait_idle
 from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.remote import _Local, _Ref
@@ -127,6 +128,7 @@ class DeviceOwner:
                     else:
                         device = self.wait_ready()
                         if kind == "batch":
+                            batch_started = time.perf_counter()
                             _, new_arena, released, commands = message
                             if new_arena is not None:
                                 arena = self._map(arena, *new_arena)
@@ -135,6 +137,8 @@ class DeviceOwner:
                                 self._execute(device, arena, commands, created)
                             finally:
                                 self._release(released, created)
+                                if usage.COUNTING:
+                                    usage.waited("batches", time.perf_counter() - batch_started)
                             value = None
                         else:
                             value = self._answer(device, message)
@@ -215,6 +219,7 @@ class DeviceOwner:
         touched = {}  # queues with commands not known to have run
         busy = set()  # queues with kernels not known to have run
         buffers = self._buffers
+        device_wait = 0.0  # seconds this batch waited for the device (usage.waited)
         try:
             for command in commands:
                 operation = command[0]
@@ -236,7 +241,9 @@ class DeviceOwner:
                     if queue_key in busy:
                         # A copy from pageable memory waits for the kernels before it, spinning
                         # on NVIDIA: wait for them here, sleeping (as ReusedBuffer.upload does).
+                        waiting = time.perf_counter()
                         wait_idle(queue)
+                        device_wait += time.perf_counter() - waiting
                         busy.discard(queue_key)
                     if size:
                         source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
@@ -245,14 +252,19 @@ class DeviceOwner:
                     _, queue_key, buffer_key, offset, dtype, shape, options, blocking = command
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     destination = np.ndarray(shape, np.dtype(dtype), buffer=arena, offset=offset)
+                    waiting = time.perf_counter()
                     event = cl.enqueue_copy(queue, destination, buffers[buffer_key], is_blocking=blocking, **(options or {}))
+                    if blocking:
+                        device_wait += time.perf_counter() - waiting
                     if blocking:
                         del touched[queue_key]  # idle now: the batch's end need not wait for it
                         busy.discard(queue_key)
                     else:
                         pending.append(event)
                 elif operation == "wait_idle":
+                    waiting = time.perf_counter()
                     wait_idle(self._queue(device, command[1]))
+                    device_wait += time.perf_counter() - waiting
                     touched.pop(command[1], None)
                     busy.discard(command[1])
                 elif operation == "create":
@@ -267,9 +279,12 @@ class DeviceOwner:
                 else:
                     raise ValueError(f"unknown command {operation!r}")
         finally:
+            waiting = time.perf_counter()
             for queue in touched.values():
                 wait_idle(queue)
             pending.clear()
+            if usage.COUNTING:
+                usage.waited("device waits in batches", device_wait + time.perf_counter() - waiting)
 
 
 
@@ -361,11 +376,8 @@ def _owner_process(open_device, shared, address, authkey: bytes, control, name: 
             pass  # the run's process is gone
     finally:
         owner.close()
-        profile_folder = os.environ.get("BOWMAP_PROFILE")
-        if profile_folder:
-            from bowmap.runtime.usage import write_usage
-
-            write_usage(os.path.join(profile_folder, f"owner-{name}.usage.json"), started)
+        if usage.FOLDER:
+            usage.write_usage(os.path.join(usage.FOLDER, f"owner-{name}.usage.json"), started)
         sys.stdout.flush()
         sys.stderr.flush()
         # No interpreter teardown: releasing the context, queues and buffers one by one only

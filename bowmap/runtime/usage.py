@@ -1,15 +1,41 @@
-"""Developers' profiles (BOWMAP_PROFILE): a process's CPU time beside its age."""
+"""Developers' profiles: a process's CPU time beside its age, and where its threads waited.
+
+``BOWMAP_PROFILE=DIR`` cProfiles each host worker and writes every process's usage JSON to DIR;
+``BOWMAP_USAGE=DIR`` writes the usage JSON alone (no cProfile, which slows the run it measures).
+The waits (:func:`waited`) are thread-seconds by name, summed over the process's threads: a
+worker's waits for its owner's answers and for its next chunk, an owner's batches and the device
+waits inside them, the first process's writing. They are counted only when one of the two
+variables is set."""
 
 from __future__ import annotations
 
 import json
+import os
 import resource
+import threading
 import time
+
+FOLDER = os.environ.get("BOWMAP_USAGE") or os.environ.get("BOWMAP_PROFILE") or None
+COUNTING = FOLDER is not None  # the waits are summed only then
+_WAITS: dict[str, list] = {}
+_LOCK = threading.Lock()
+
+
+def waited(name: str, seconds: float) -> None:
+    """Add ``seconds`` (and one) to the wait ``name`` (call only where COUNTING)."""
+    with _LOCK:
+        entry = _WAITS.setdefault(name, [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
 
 
 def write_usage(path: str, started: float, ready: float | None = None) -> None:
     """This process's CPU time (all its threads) and its age since ``started`` (time.monotonic),
-    as JSON: CPU / age is how busy it kept its core. ``ready``: its age when it was ready to work."""
+    as JSON: CPU / age is how busy it kept its core. ``ready``: its age when it was ready to work.
+    ``waits``: name -> [count, thread-seconds] (see :func:`waited`)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    with _LOCK:
+        waits = {name: [count, round(seconds, 6)] for name, (count, seconds) in _WAITS.items()}
     with open(path, "w") as file:
-        json.dump({"user_s": usage.ru_utime, "system_s": usage.ru_stime, "age_s": time.monotonic() - started, "ready_s": ready}, file)
+        json.dump({"user_s": usage.ru_utime, "system_s": usage.ru_stime, "age_s": time.monotonic() - started, "ready_s": ready,
+                   "waits": waits}, file)
