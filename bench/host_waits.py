@@ -1,0 +1,145 @@
+"""Where a ``bowmap align`` run's processes spend their lives: one table from the usage files
+that ``BOWMAP_USAGE`` makes every process write (bowmap.runtime.usage), for one or more owner
+layouts side by side.
+
+The GPU machine's runs are not CPU-bound (session 14: 29% of its 16 cores idle, the host workers
+active about 55% of their lives), so the question is what the workers wait for. For each run:
+
+* ``host workers``: their summed life (from their start to their last result), split into their
+  CPU time (all threads), their threads' waits for the device owner's answers (a batch sent, its
+  reply back: the owner's queueing, its Python, the device), their waits for the next chunk, and
+  the rest (life less CPU less the waits: being descheduled, the result pump, start-up);
+* ``owner``: its CPU, its batches' thread-seconds, and the device waits inside them (blocking
+  read-backs, waits for a queue to drain), the difference being the owner's own work on them;
+* ``first process``: its CPU and its writing.
+
+A worker's owner waits far above the owner's batch time point at the way there and back (the
+socket, the owner's GIL); batches far above their device waits at the owner's own work; a wait
+for the next chunk at the first process.
+
+Command (GPU machine, bench/paired_end.py's chr20 data; 2 owners is the developers'
+``BOWMAP_OWNERS_PER_DEVICE``):
+  python bench/host_waits.py --index /tmp/work/chr20/indexes/bowmap/index \\
+      --reads /tmp/work/chr20/pairs_150/r1.fq --mates /tmp/work/chr20/pairs_150/r2.fq --owners 1,2
+Here (PoCL):
+  python bench/host_waits.py --devices cpu -p 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = ROOT / "data"
+
+
+def usage_totals(folder: str) -> dict[str, dict]:
+    """The usage files of one run, summed by kind of process (``worker``, ``owner``, ``parent``):
+    count, cpu, age and waits (name -> thread-seconds)."""
+    kinds: dict[str, dict] = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.usage.json"))):
+        name = os.path.basename(path).split(".usage")[0]
+        kind = "worker" if name.startswith("worker") else "owner" if name.startswith("owner") else name
+        with open(path) as file:
+            record = json.load(file)
+        total = kinds.setdefault(kind, {"count": 0, "cpu": 0.0, "age": 0.0, "waits": {}})
+        total["count"] += 1
+        total["cpu"] += record["user_s"] + record["system_s"]
+        total["age"] += record["age_s"]
+        for wait, (_, seconds) in record.get("waits", {}).items():
+            total["waits"][wait] = total["waits"].get(wait, 0.0) + seconds
+    return kinds
+
+
+def rows_of(label: str, whole: float, kinds: dict[str, dict]) -> list[list[str]]:
+    """Table rows of one run (see the module docstring)."""
+    def share(part: float, life: float) -> str:
+        return f"{part:.2f} s ({100 * part / life:.0f}%)" if life > 0 else f"{part:.2f} s"
+
+    rows = []
+    workers = kinds.get("worker")
+    if workers:
+        life, waits = workers["age"], workers["waits"]
+        answers, chunks = waits.get("owner answers", 0.0), waits.get("next chunk", 0.0)
+        rest = life - workers["cpu"] - answers - chunks
+        rows.append([label, f"{whole:.2f}", f"host workers x{workers['count']}", f"{life:.2f}", share(workers["cpu"], life),
+                     share(answers, life), share(chunks, life), share(rest, life)])
+    owners = kinds.get("owner")
+    if owners:
+        batches, device = owners["waits"].get("batches", 0.0), owners["waits"].get("device waits in batches", 0.0)
+        rows.append([label, "", f"owner x{owners['count']}", f"{owners['age']:.2f}", share(owners["cpu"], owners["age"]),
+                     f"batches {batches:.2f} s", f"device waits {device:.2f} s", f"own work {batches - device:.2f} s"])
+    parent = kinds.get("parent")
+    if parent:
+        rows.append([label, "", "first process", f"{parent['age']:.2f}", share(parent["cpu"], parent["age"]),
+                     f"writing {parent['waits'].get('writing', 0.0):.2f} s", "", ""])
+    return rows
+
+
+def run(args, owners: int, work: str) -> tuple[float, dict]:
+    folder = tempfile.mkdtemp(prefix=f"usage{owners}-", dir=work)
+    command = [sys.executable, "-m", "bowmap", "align", args.index, args.reads, *([args.mates] if args.mates else []),
+               "-o", os.path.join(work, "out.sam"), "--no-progress", *(["--devices", args.devices] if args.devices else []),
+               *(["-p", str(args.processes)] if args.processes else []), *shlex.split(args.align_args)]
+    environment = {**os.environ, "BOWMAP_USAGE": folder, "BOWMAP_OWNERS_PER_DEVICE": str(owners),
+                   "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
+    started = time.perf_counter()
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    whole = time.perf_counter() - started
+    if done.returncode:
+        raise SystemExit(f"host_waits: bowmap align failed:\n{done.stderr.strip()}")
+    return whole, usage_totals(folder)
+
+
+def render(rows: list[list[str]]) -> str:
+    header = ["run", "whole s", "process", "life s", "CPU", "owner answers / batches", "next chunk / device", "rest / own work"]
+    table = [header, *rows]
+    widths = [max(len(row[column]) for row in table) for column in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--index", help="index prefix (default: data/'s lambda phage, built under --work)")
+    parser.add_argument("--reads", help=f"reads (default {DATA / 'lambda_pairs_R1.fq.gz'})")
+    parser.add_argument("--mates", help="second mates (default: data/'s with the default reads)")
+    parser.add_argument("--owners", default="1", help="owner processes a device, comma-separated, a run each (default 1)")
+    parser.add_argument("--devices")
+    parser.add_argument("-p", "--processes", type=int, help="bowmap align -p (the owner layout needs 2 or more)")
+    parser.add_argument("--align-args", default="", help="more bowmap align arguments, one string")
+    parser.add_argument("--work", type=Path, default=HERE / "work" / "host_waits")
+    args = parser.parse_args(argv)
+    try:
+        owner_counts = [int(word) for word in args.owners.split(",")]
+        assert owner_counts and min(owner_counts) >= 1
+    except (ValueError, AssertionError):
+        parser.error("--owners: positive integers, comma-separated")
+    args.work.mkdir(parents=True, exist_ok=True)
+    if args.reads is None:
+        args.reads, args.mates = str(DATA / "lambda_pairs_R1.fq.gz"), args.mates or str(DATA / "lambda_pairs_R2.fq.gz")
+    if args.index is None:
+        args.index = str(args.work / "lambda")
+        if not Path(args.index + ".bmi").exists():
+            subprocess.run([sys.executable, "-m", "bowmap", "-q", "index", str(DATA / "lambda_virus.fa"), args.index], check=True,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.work) as work:
+        for owners in owner_counts:
+            whole, kinds = run(args, owners, work)
+            rows += rows_of(f"{owners} owner(s) a device", whole, kinds)
+    print(render(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""bench/host_waits.py: the usage files summed by kind of process, the rows made of them, and a
+smoke run of the owner layout (whose usage files the bench reads) on the suite's device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.bench.conftest import BENCH, load_bench
+from tests.conftest import DEVICE_SPECS
+
+
+def test_usage_files_summed_by_kind(tmp_path):
+    host_waits = load_bench("host_waits")
+    records = {
+        "worker0": {"user_s": 1.0, "system_s": 0.5, "age_s": 4.0, "waits": {"owner answers": [10, 1.5], "next chunk": [3, 0.25]}},
+        "worker1": {"user_s": 2.0, "system_s": 0.0, "age_s": 4.0, "waits": {"owner answers": [12, 0.5]}},
+        "owner-0.0": {"user_s": 3.0, "system_s": 1.0, "age_s": 5.0, "waits": {"batches": [22, 1.75], "device waits in batches": [22, 1.25]}},
+        "parent": {"user_s": 0.5, "system_s": 0.25, "age_s": 6.0, "waits": {"writing": [4, 0.125]}},
+    }
+    for name, record in records.items():
+        (tmp_path / f"{name}.usage.json").write_text(json.dumps({"ready_s": None, **record}))
+    kinds = host_waits.usage_totals(str(tmp_path))
+    assert kinds["worker"] == {"count": 2, "cpu": 3.5, "age": 8.0, "waits": {"owner answers": 2.0, "next chunk": 0.25}}
+    assert kinds["owner"]["cpu"] == 4.0 and kinds["parent"]["waits"] == {"writing": 0.125}
+    rows = host_waits.rows_of("run", 7.0, kinds)
+    assert rows[0] == ["run", "7.00", "host workers x2", "8.00", "3.50 s (44%)", "2.00 s (25%)", "0.25 s (3%)", "2.25 s (28%)"]
+    assert rows[1][2:] == ["owner x1", "5.00", "4.00 s (80%)", "batches 1.75 s", "device waits 1.25 s", "own work 0.50 s"]
+    assert rows[2][2:6] == ["first process", "6.00", "0.75 s (12%)", "writing 0.12 s"]
+    # A run of one process writes no worker or owner files: only its own row.
+    assert [row[2] for row in host_waits.rows_of("one", 1.0, {"parent": kinds["parent"]})] == ["first process"]
+
+
+def test_smoke_owner_layout_on_lambda(tmp_path):
+    done = subprocess.run([sys.executable, str(BENCH / "host_waits.py"), "--devices", DEVICE_SPECS[0], "-p", "2", "--owners", "1,2",
+                           "--work", str(tmp_path)], capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[:3] == ["run", "whole", "s"]
+    for owners in (1, 2):
+        run = [line for line in lines[1:] if line.startswith(f"{owners} owner(s) a device")]
+        assert len(run) == 3
+        assert "host workers x2" in run[0] and f"owner x{owners}" in run[1] and "first process" in run[2]
+        assert "device waits" in run[1] and "writing" in run[2]
