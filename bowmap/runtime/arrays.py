@@ -37,7 +37,12 @@ def lexsort(keys) -> np.ndarray:
         if shift + width > 63:
             return np.lexsort(keys)
         if width:
-            field = key.astype(np.int64) if key.dtype.kind == "b" or not low else key.astype(np.int64) - low
+            if key.dtype.kind == "b":
+                field = key.astype(np.int64)
+            elif key.dtype.kind == "u":  # in unsigned arithmetic: uint64 keys may lie above 2**63
+                field = (key - key.dtype.type(low)).astype(np.int64)
+            else:
+                field = key.astype(np.int64) - np.int64(low)
             packed |= field << shift if shift else field
             shift += width
     return np.argsort(packed, kind="stable")
