@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import threading
 import time
 
@@ -33,6 +32,8 @@ def write_usage(path: str, started: float, ready: float | None = None) -> None:
     """This process's CPU time (all its threads) and its age since ``started`` (time.monotonic),
     as JSON: CPU / age is how busy it kept its core. ``ready``: its age when it was ready to work.
     ``waits``: name -> [count, thread-seconds] (see :func:`waited`)."""
+    import resource  # Unix only: imported where a developer asked for the files
+
     usage = resource.getrusage(resource.RUSAGE_SELF)
     with _LOCK:
         waits = {name: [count, round(seconds, 6)] for name, (count, seconds) in _WAITS.items()}
