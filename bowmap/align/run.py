@@ -198,11 +198,7 @@ def run_align(options: AlignOptions) -> dict:
             if result.observations is not None:  # a chunk of the paired model's sample: nothing to write
                 model.observe(*result.observations)
                 return
-            if usage.COUNTING:
-                writing = time.perf_counter()
-                writer.write(result.text)
-                usage.waited("writing", time.perf_counter() - writing)
-            else:
+            with usage.timed("writing"):
                 writer.write(result.text)
             written["last"] = time.perf_counter() - started
             if written["first"] is None:

@@ -23,9 +23,9 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 
 from bowmap.runtime import usage
-from collections.abc import Callable, Iterable
 
 _END = object()  # end-of-stream marker, passed on by every stage
 _POLL_SECONDS = 0.1
@@ -191,16 +191,11 @@ def _inbox_items(inbox, stop: threading.Event | None = None):
     import multiprocessing
 
     parent = multiprocessing.parent_process()
-    counting = usage.COUNTING
     while True:
         try:
-            waiting = time.perf_counter() if counting else 0.0
-            item = inbox.get(timeout=_POLL_SECONDS * 5)
-            if counting:
-                usage.waited("next chunk", time.perf_counter() - waiting)
+            with usage.timed("next chunk"):
+                item = inbox.get(timeout=_POLL_SECONDS * 5)
         except queue.Empty:
-            if counting:
-                usage.waited("next chunk", time.perf_counter() - waiting)
             if stop is not None and stop.is_set():
                 return
             if parent is not None and not parent.is_alive():

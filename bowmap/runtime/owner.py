@@ -6,6 +6,7 @@ process of its own. The protocol and the reasons are in bowmap.runtime.remote's 
 from __future__ import annotations
 
 import collections
+import contextlib
 import mmap
 import os
 import secrets
@@ -26,6 +27,8 @@ from bowmap.runtime.remote import _Local, _Ref
 # polling every waiting thread's marker (the others asleep on an Event) in place of each
 # polling its own: 5.33/5.38 s.
 SWITCH_INTERVAL_SECONDS = 0.001
+
+DEVICE_WAITS = "device waits in batches"  # usage's name for a batch's waits for the device
 
 
 class DeviceOwner:
@@ -128,17 +131,15 @@ class DeviceOwner:
                     else:
                         device = self.wait_ready()
                         if kind == "batch":
-                            batch_started = time.perf_counter()
                             _, new_arena, released, commands = message
                             if new_arena is not None:
                                 arena = self._map(arena, *new_arena)
                             created = set()
-                            try:
-                                self._execute(device, arena, commands, created)
-                            finally:
-                                self._release(released, created)
-                                if usage.COUNTING:
-                                    usage.waited("batches", time.perf_counter() - batch_started)
+                            with usage.timed("batches"):
+                                try:
+                                    self._execute(device, arena, commands, created)
+                                finally:
+                                    self._release(released, created)
                             value = None
                         else:
                             value = self._answer(device, message)
@@ -219,7 +220,6 @@ class DeviceOwner:
         touched = {}  # queues with commands not known to have run
         busy = set()  # queues with kernels not known to have run
         buffers = self._buffers
-        device_wait = 0.0  # seconds this batch waited for the device (usage.waited)
         try:
             for command in commands:
                 operation = command[0]
@@ -241,9 +241,8 @@ class DeviceOwner:
                     if queue_key in busy:
                         # A copy from pageable memory waits for the kernels before it, spinning
                         # on NVIDIA: wait for them here, sleeping (as ReusedBuffer.upload does).
-                        waiting = time.perf_counter()
-                        wait_idle(queue)
-                        device_wait += time.perf_counter() - waiting
+                        with usage.timed(DEVICE_WAITS):
+                            wait_idle(queue)
                         busy.discard(queue_key)
                     if size:
                         source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
@@ -252,19 +251,16 @@ class DeviceOwner:
                     _, queue_key, buffer_key, offset, dtype, shape, options, blocking = command
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     destination = np.ndarray(shape, np.dtype(dtype), buffer=arena, offset=offset)
-                    waiting = time.perf_counter()
-                    event = cl.enqueue_copy(queue, destination, buffers[buffer_key], is_blocking=blocking, **(options or {}))
-                    if blocking:
-                        device_wait += time.perf_counter() - waiting
+                    with usage.timed(DEVICE_WAITS) if blocking else contextlib.nullcontext():
+                        event = cl.enqueue_copy(queue, destination, buffers[buffer_key], is_blocking=blocking, **(options or {}))
                     if blocking:
                         del touched[queue_key]  # idle now: the batch's end need not wait for it
                         busy.discard(queue_key)
                     else:
                         pending.append(event)
                 elif operation == "wait_idle":
-                    waiting = time.perf_counter()
-                    wait_idle(self._queue(device, command[1]))
-                    device_wait += time.perf_counter() - waiting
+                    with usage.timed(DEVICE_WAITS):
+                        wait_idle(self._queue(device, command[1]))
                     touched.pop(command[1], None)
                     busy.discard(command[1])
                 elif operation == "create":
@@ -279,12 +275,10 @@ class DeviceOwner:
                 else:
                     raise ValueError(f"unknown command {operation!r}")
         finally:
-            waiting = time.perf_counter()
-            for queue in touched.values():
-                wait_idle(queue)
+            with usage.timed(DEVICE_WAITS):
+                for queue in touched.values():
+                    wait_idle(queue)
             pending.clear()
-            if usage.COUNTING:
-                usage.waited("device waits in batches", device_wait + time.perf_counter() - waiting)
 
 
 

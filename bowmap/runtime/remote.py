@@ -154,14 +154,12 @@ class _Channel:
 
     def call(self, message):
         """Send one message, wait for its answer; the owner's failure is raised here."""
-        started = time.perf_counter()
         try:
-            self.connection.send(message)
-            status, value = self.connection.recv()
+            with usage.timed("owner answers"):
+                self.connection.send(message)
+                status, value = self.connection.recv()
         except (EOFError, OSError):
             raise BowmapError("the device owner process stopped answering") from None
-        if usage.COUNTING:
-            usage.waited("owner answers", time.perf_counter() - started)
         if status == "ok":
             return value
         text, user_error = value

@@ -9,6 +9,7 @@ variables is set."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -26,6 +27,28 @@ def waited(name: str, seconds: float) -> None:
         entry = _WAITS.setdefault(name, [0, 0.0])
         entry[0] += 1
         entry[1] += seconds
+
+
+class _Timed:
+    __slots__ = ("name", "started")
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        self.started = time.perf_counter()
+
+    def __exit__(self, *exception):
+        waited(self.name, time.perf_counter() - self.started)
+
+
+_NOT_TIMED = contextlib.nullcontext()
+
+
+def timed(name: str):
+    """A context manager that adds the time spent inside it to the wait ``name``; one that does
+    nothing unless COUNTING (the hot paths then pay a ``with`` only)."""
+    return _Timed(name) if COUNTING else _NOT_TIMED
 
 
 def write_usage(path: str, started: float, ready: float | None = None) -> None:
