@@ -117,6 +117,24 @@ def random_cigar(rng, read_length: int) -> list[tuple[str, int]]:
     return merged
 
 
+def aligned_strand(rng, text: np.ndarray, position: int, cigar, changed: float) -> np.ndarray:
+    """A read's aligned strand along ``cigar`` from ``text[position]``: the reference's bases
+    with a share ``changed`` of them redrawn (Ns included), random bases for I and S."""
+    aligned, at = [], position
+    for op, size in cigar:
+        if op in "M=X":
+            bases = text[at : at + size].copy()
+            change = rng.random(size) < changed
+            bases[change] = rng.integers(0, 5, size=int(change.sum()))
+            aligned.append(bases)
+            at += size
+        elif op == "D":
+            at += size
+        else:
+            aligned.append(rng.integers(0, 4, size=size, dtype=np.uint8))
+    return np.concatenate(aligned).astype(np.uint8)
+
+
 def make_case(seed: int, count: int, fasta: bool = False, long_reads: bool = False, ambiguous: bool = True) -> Case:
     rng = np.random.default_rng(seed)
     contigs = [rng.integers(0, 4, size=int(size), dtype=np.uint8) for size in (3000, 700, 12000 if long_reads else 1500)]
@@ -153,19 +171,7 @@ def make_case(seed: int, count: int, fasta: bool = False, long_reads: bool = Fal
                 continue
         position[read] = int(rng.integers(0, len(text) - span + 1))
         # The aligned strand follows the reference with some substitutions and Ns.
-        aligned, reference_at = [], int(position[read])
-        for op, size in cigar:
-            if op in "M=X":
-                bases = text[reference_at : reference_at + size].copy()
-                change = rng.random(size) < 0.05
-                bases[change] = rng.integers(0, 5, size=int(change.sum()))
-                aligned.append(bases)
-                reference_at += size
-            elif op == "D":
-                reference_at += size
-            else:
-                aligned.append(rng.integers(0, 4, size=size, dtype=np.uint8))
-        strand = np.concatenate(aligned).astype(np.uint8)
+        strand = aligned_strand(rng, text, int(position[read]), cigar, 0.05)
         reads.append(reverse_complement(strand) if reverse[read] else strand)
         cigars.append(cigar)
         ops_all.append(np.array([size << 4 | CIGAR_CODES[op] for op, size in cigar], dtype=np.uint32))

@@ -15,6 +15,7 @@ from bowmap.align.output.sam import ChunkAlignments, format_chunk
 from .test_sam import (
     CIGAR_CODES,
     LETTERS,
+    aligned_strand,
     expected_nm_md,
     make_chunk,
     random_cigar,
@@ -92,19 +93,7 @@ def random_case(seed: int, count: int, paired: bool, fasta: bool, far: bool):
         cigar = random_cigar(rng, length)
         contig, position = place(span_of(cigar))
         reverse = bool(rng.random() < 0.5)
-        aligned, at = [], position
-        for op, size in cigar:
-            if op in "M=X":
-                bases = contigs[contig][at : at + size].copy()
-                change = rng.random(size) < 0.03
-                bases[change] = rng.integers(0, 5, size=int(change.sum()))
-                aligned.append(bases)
-                at += size
-            elif op == "D":
-                at += size
-            else:
-                aligned.append(rng.integers(0, 4, size=size, dtype=np.uint8))
-        strand = np.concatenate(aligned).astype(np.uint8)
+        strand = aligned_strand(rng, contigs[contig], position, cigar, 0.03)
         reads.append(reverse_complement(strand) if reverse else strand)
         rows.append(record(read=read, mapped=True, reverse=reverse, contig=contig, position=position, cigar=cigar, secondary=False, supplementary=False, hard=False, partner=0))
         clipped = [size for op, size in (cigar[0], cigar[-1]) if op == "S"]
