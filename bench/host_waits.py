@@ -43,6 +43,13 @@ ROOT = HERE.parent
 DATA = ROOT / "data"
 
 
+def checkout_environment(**more: str) -> dict:
+    """This process's environment with this checkout first on PYTHONPATH (the caller's path
+    kept: on the GPU machine the dependencies live there), and ``more``."""
+    path = os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+    return {**os.environ, "PYTHONPATH": path, **more}
+
+
 def usage_totals(folder: str) -> dict[str, dict]:
     """The usage files of one run, summed by kind of process (``worker``, ``owner``, ``parent``):
     count, cpu, age and waits (name -> thread-seconds)."""
@@ -91,8 +98,7 @@ def run(args, owners: int, work: str) -> tuple[float, dict]:
     command = [sys.executable, "-m", "bowmap", "align", args.index, args.reads, *([args.mates] if args.mates else []),
                "-o", os.path.join(work, "out.sam"), "--no-progress", *(["--devices", args.devices] if args.devices else []),
                *(["-p", str(args.processes)] if args.processes else []), *shlex.split(args.align_args)]
-    environment = {**os.environ, "BOWMAP_USAGE": folder, "BOWMAP_OWNERS_PER_DEVICE": str(owners),
-                   "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
+    environment = checkout_environment(BOWMAP_USAGE=folder, BOWMAP_OWNERS_PER_DEVICE=str(owners))
     started = time.perf_counter()
     done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
     whole = time.perf_counter() - started
@@ -131,7 +137,7 @@ def main(argv=None) -> int:
         args.index = str(args.work / "lambda")
         if not Path(args.index + ".bmi").exists():
             subprocess.run([sys.executable, "-m", "bowmap", "-q", "index", str(DATA / "lambda_virus.fa"), args.index], check=True,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])})
+                           env=checkout_environment())
     rows = []
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for owners in owner_counts:

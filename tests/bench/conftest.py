@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -17,3 +18,10 @@ def load_bench(name: str):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def checkout_environment() -> dict:
+    """The environment for a bench script run as a subprocess: this checkout first on
+    PYTHONPATH, the caller's path kept (on the GPU machine the dependencies live there)."""
+    path = os.pathsep.join([str(BENCH.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+    return {**os.environ, "PYTHONPATH": path}

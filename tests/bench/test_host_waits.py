@@ -4,11 +4,10 @@ smoke run of the owner layout (whose usage files the bench reads) on the suite's
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
-from tests.bench.conftest import BENCH, load_bench
+from tests.bench.conftest import BENCH, checkout_environment, load_bench
 from tests.conftest import DEVICE_SPECS
 
 
@@ -36,7 +35,7 @@ def test_usage_files_summed_by_kind(tmp_path):
 def test_smoke_owner_layout_on_lambda(tmp_path):
     done = subprocess.run([sys.executable, str(BENCH / "host_waits.py"), "--devices", DEVICE_SPECS[0], "-p", "2", "--owners", "1,2",
                            "--work", str(tmp_path)], capture_output=True, text=True, timeout=600, check=False,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])})  # fmt: skip
+                          env=checkout_environment())  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].split()[:3] == ["run", "whole", "s"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.conftest import BENCH, load_bench
+from tests.bench.conftest import BENCH, checkout_environment, load_bench
 from tests.conftest import DEVICE_SPECS
 
 # The smoke runs' device: the suite's first (BOWMAP_TEST_DEVICES; the CPU by default).
@@ -121,15 +121,10 @@ def test_table_pairs_columns_and_goal(multi_gpu):
     assert multi_gpu.table(rows).splitlines()[-1].endswith("1.60x, FAIL")
 
 
-def _environment() -> dict:
-    """This checkout first on the path, the caller's path kept (where the dependencies may live)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
-
-
 def _run(*arguments, cwd=ROOT, cores: int | None = None):
     """bench/multi_gpu.py with ``arguments``; with ``cores``, on the first ``cores`` usable cores
     only (the bench's rows are laid out by the cores it may use)."""
-    env = _environment()
+    env = checkout_environment()
     pinned = sorted(os.sched_getaffinity(0))[:cores] if cores else None
     return subprocess.run([sys.executable, str(BENCH / "multi_gpu.py"), *map(str, arguments)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600, check=False,
@@ -144,7 +139,7 @@ def _table_rows(stdout: str) -> list[list[str]]:
 def lambda_index(tmp_path_factory):
     prefix = tmp_path_factory.mktemp("multi_gpu_index") / "lambda"
     subprocess.run([sys.executable, "-m", "bowmap", "index", str(DATA / "lambda_virus.fa"), str(prefix), "--no-progress"],
-                   check=True, capture_output=True, env=_environment())  # fmt: skip
+                   check=True, capture_output=True, env=checkout_environment())  # fmt: skip
     return prefix
 
 
