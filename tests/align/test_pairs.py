@@ -487,6 +487,27 @@ def test_pairs_are_the_same_whatever_the_layout(indexes, paired, tmp_path, capsy
         assert got == expected, layout
 
 
+def test_two_owners_a_device_give_the_same_records(indexes, paired, tmp_path, capsys, monkeypatch):
+    """Developers' BOWMAP_OWNERS_PER_DEVICE=2 (two owner processes, each its own index copy,
+    the host workers spread over them): the same pairs and single-end records as one process.
+    Their usage files (BOWMAP_USAGE, read by the spawned processes) show both owners ran."""
+    expected = [line for line in paired.read_text().splitlines() if not line.startswith("@PG")]
+    out, single, usage = tmp_path / "out.sam", tmp_path / "single.sam", tmp_path / "usage"
+    usage.mkdir()
+    code, _, err = run(capsys, "-q", "align", indexes[0], R1, "-o", single, "--devices", "cpu", "-p", "1")
+    assert code == 0, err
+    monkeypatch.setenv("BOWMAP_OWNERS_PER_DEVICE", "2")
+    monkeypatch.setenv("BOWMAP_USAGE", str(usage))
+    code, _, err = run(capsys, "-q", "align", indexes[0], R1, R2, "-o", out, "--devices", "cpu", "-p", "2", "--chunk-bases", "4000")
+    assert code == 0, err
+    assert [line for line in out.read_text().splitlines() if not line.startswith("@PG")] == expected
+    assert len(list(usage.glob("owner-*.usage.json"))) == 2
+    code, _, err = run(capsys, "-q", "align", indexes[0], R1, "-o", out, "--devices", "cpu", "-p", "2", "--chunk-bases", "4000")
+    assert code == 0, err
+    body = [line for line in single.read_text().splitlines() if not line.startswith("@PG")]
+    assert [line for line in out.read_text().splitlines() if not line.startswith("@PG")] == body
+
+
 def test_the_model_is_logged_and_can_be_given(indexes, tmp_path, capsys):
     out = tmp_path / "out.sam"
     code, _, err = run(capsys, "align", indexes[0], R1, R2, "-o", out, "--devices", "cpu")
