@@ -180,7 +180,7 @@ def run_align(options: AlignOptions) -> dict:
             # writer or another device's owner (see OwnerProcess).
             # Developers: BOWMAP_OWNERS_PER_DEVICE=k runs k owners a device (each its own copy of
             # the index), the host workers spread over them in turn.
-            per_device = max(1, int(os.environ.get("BOWMAP_OWNERS_PER_DEVICE", "1")))
+            per_device = _owners_per_device()
             owner_infos = [info for info in device_infos for _ in range(per_device)]
             owners = [OwnerProcess(functools.partial(context_for_info, info), OwnerIndex(options.index, index.identity), f"{info.index}.{n}")
                       for n, info in enumerate(owner_infos)]
@@ -292,6 +292,16 @@ def run_align(options: AlignOptions) -> dict:
             reads // 2, 100 * totals.proper / max(reads, 1), model.model.describe() if model.model else "no pairs",
         )
     return summary
+
+
+def _owners_per_device() -> int:
+    """BOWMAP_OWNERS_PER_DEVICE (developers; default 1), a positive integer or a usage error."""
+    from bowmap.runtime.errors import UsageError
+
+    text = os.environ.get("BOWMAP_OWNERS_PER_DEVICE", "1")
+    if not text.strip().isdigit() or int(text) < 1:
+        raise UsageError(f"BOWMAP_OWNERS_PER_DEVICE={text!r}: owner processes a device must be a positive integer")
+    return int(text)
 
 
 class _StartLog:

@@ -506,6 +506,10 @@ def test_two_owners_a_device_give_the_same_records(indexes, paired, tmp_path, ca
     assert code == 0, err
     body = [line for line in single.read_text().splitlines() if not line.startswith("@PG")]
     assert [line for line in out.read_text().splitlines() if not line.startswith("@PG")] == body
+    monkeypatch.setenv("BOWMAP_OWNERS_PER_DEVICE", "two")
+    code, _, err = run(capsys, "-q", "align", indexes[0], R1, "-o", tmp_path / "none.sam", "--devices", "cpu", "-p", "2")
+    assert code == 2 and err.strip().splitlines() == ["bowmap: error: BOWMAP_OWNERS_PER_DEVICE='two': owner processes a device must be a positive integer"]
+    assert not (tmp_path / "none.sam").exists()
 
 
 def test_the_model_is_logged_and_can_be_given(indexes, tmp_path, capsys):
