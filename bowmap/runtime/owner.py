@@ -30,6 +30,50 @@ SWITCH_INTERVAL_SECONDS = 0.001
 
 DEVICE_WAITS = "device waits in batches"  # usage's name for a batch's waits for the device
 
+# Bytes of dropped client buffers an owner keeps for reuse (BufferPool): at most this, and at
+# most this share of the device's memory.
+POOL_BYTES = 1 << 30
+POOL_SHARE = 1 / 16
+
+
+class BufferPool:
+    """Device buffers the clients dropped, kept for their next creations of the same flags.
+
+    Why: freeing device memory is slow on GPU drivers and stops the owner: NVIDIA's
+    clReleaseMemObject waits for the device, and pyopencl calls it holding the GIL, so every
+    serving thread stood still while it ran (py-spy, H200, chr20 1 M pairs: 14% of the owner's
+    GIL samples were releases). A host worker's buffers grow (ReusedBuffer doubles them) and the
+    ones they outgrow come here; a creation takes the smallest kept buffer of its flags that is
+    at least as large and at most FIT times as large. At most ``limit`` bytes are kept; past
+    that a dropped buffer is freed. Used under the owner's lock."""
+
+    FIT = 4
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.bytes = 0
+        self._kept: dict[int, list[tuple[int, object]]] = {}  # flags -> [(size, buffer)]
+
+    def take(self, flags: int, size: int):
+        """A kept buffer for a creation of ``size`` bytes and ``flags`` and its size, or None."""
+        kept = self._kept.get(flags)
+        if not kept:
+            return None
+        fits = [number for number, (held, _) in enumerate(kept) if size <= held <= self.FIT * max(size, 1)]
+        if not fits:
+            return None
+        held, buffer = kept.pop(min(fits, key=lambda number: kept[number][0]))
+        self.bytes -= held
+        return held, buffer
+
+    def keep(self, flags: int, size: int, buffer) -> bool:
+        """Keep ``buffer`` (``size`` bytes, ``flags``) if there is room; whether it was kept."""
+        if self.bytes + size > self.limit:
+            return False
+        self._kept.setdefault(flags, []).append((size, buffer))
+        self.bytes += size
+        return True
+
 
 class DeviceOwner:
     """Owns one device's context in this process and serves RemoteDevices of other processes.
@@ -55,6 +99,8 @@ class DeviceOwner:
         self._closed = False
         self._connections: list = []
         self._released_early: set = set()  # see _release
+        self._made: dict = {}  # key -> (flags, size) of the buffers clients created: they go to the pool
+        self._pool = BufferPool(POOL_BYTES)
         # Many short holds of the GIL by the serving threads: hand it over sooner than every 5 ms.
         if sys.getswitchinterval() > SWITCH_INTERVAL_SECONDS:
             sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
@@ -72,6 +118,7 @@ class DeviceOwner:
             device = open_device()
             opened = time.perf_counter()
             buffers = shared(device)
+            self._pool.limit = min(POOL_BYTES, int(POOL_SHARE * device.info.global_memory))
             self._buffers.update({("shared", name): buffer for name, buffer in buffers.items()})
             self.device = device
             self.set_up_seconds = {"context": opened - started, "upload": time.perf_counter() - opened}
@@ -159,7 +206,7 @@ class DeviceOwner:
                 with self._lock:
                     self._clients[token] -= 1
                     if self._clients[token] == 0:  # the process is gone: free what it made
-                        for table in (self._buffers, self._queues, self._kernels):
+                        for table in (self._buffers, self._queues, self._kernels, self._made):
                             for key in [key for key in table if key[0] == token]:
                                 del table[key]
                         self._released_early = {key for key in self._released_early if key[0] != token}
@@ -199,14 +246,35 @@ class DeviceOwner:
         """Forget the buffers a client dropped (``released``, keys), after its batch that made
         ``created``. A key may come before its creation (dropped by one thread of the client,
         whose release another thread's batch carried, before the making thread's batch came):
-        it is kept, and the buffer dropped after the batch that makes it."""
+        it is kept, and the buffer dropped after the batch that makes it. A dropped buffer goes
+        to the pool (BufferPool) where it has room."""
         with self._lock:
             for key in released:
-                if self._buffers.pop(key, None) is None:
+                if key in self._buffers:
+                    self._drop(key)
+                else:
                     self._released_early.add(key)
             for key in created & self._released_early:
-                self._buffers.pop(key, None)
+                self._drop(key)
                 self._released_early.discard(key)
+
+    def _drop(self, key) -> None:
+        buffer = self._buffers.pop(key)
+        made = self._made.pop(key, None)
+        if made is not None:
+            self._pool.keep(*made, buffer)
+
+    def _create(self, device, key, flags: int, size: int):
+        """A client's new buffer: one from the pool, else a new one."""
+        import pyopencl as cl
+
+        with self._lock:
+            kept = self._pool.take(flags, size)
+        if kept is None:
+            kept = size, cl.Buffer(device.context, flags, size=size)
+        with self._lock:
+            self._made[key] = (flags, kept[0])
+        return kept[1]
 
     def _execute(self, device, arena, commands, created: set) -> None:
         """One batch, in order; then every queue it used is idle, so the arena may be reused.
@@ -265,7 +333,7 @@ class DeviceOwner:
                     busy.discard(command[1])
                 elif operation == "create":
                     _, key, flags, size = command
-                    buffers[key] = cl.Buffer(device.context, flags, size=size)
+                    buffers[key] = self._create(device, key, flags, size)
                     created.add(key)
                 elif operation == "buffer":
                     _, key, flags, size, offset = command

@@ -252,3 +252,53 @@ def test_buffers_are_made_with_their_batch_and_dropped_once_released_whatever_th
         assert len(client_buffers()) == 1
     finally:
         owner.close()
+
+
+def test_a_buffer_pool_gives_the_smallest_kept_buffer_that_fits_and_keeps_no_more_than_its_limit():
+    from bowmap.runtime.owner import BufferPool
+
+    pool = BufferPool(limit=10_000)
+    assert pool.take(1, 100) is None
+    assert pool.keep(1, 4000, "a") and pool.keep(1, 1000, "b") and pool.keep(2, 1000, "c")
+    assert not pool.keep(1, 5000, "d")  # 6,000 kept: no room
+    assert pool.bytes == 6000
+    assert pool.take(1, 200) is None  # 1,000 is more than FIT (4) times 200
+    assert pool.take(1, 900) == (1000, "b")  # the smallest that fits, of the flags asked for
+    assert pool.take(1, 900) is None  # 4,000: too large
+    assert pool.take(1, 1000) == (4000, "a")
+    assert pool.take(1, 1000) is None
+    assert pool.take(2, 1000) == (1000, "c")
+    assert pool.take(2, 1001) is None
+    assert pool.bytes == 0
+
+
+def test_an_owner_gives_a_dropped_buffer_to_the_next_creation_it_fits(device):
+    import gc
+
+    import pyopencl as cl
+
+    from bowmap.runtime.devices import make_buffer
+
+    owner, remote = owner_and_client(device, lambda owned: {})
+    try:
+        queue = remote.queue()
+        first = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=4096)
+        queue.wait_idle()
+        made = owner._buffers[first.key]
+        del first
+        gc.collect()
+        queue.wait_idle()  # carries the release: to the pool
+        assert owner._pool.bytes == 4096
+
+        again = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=3000)
+        other_flags = make_buffer(remote.context, cl.mem_flags.READ_ONLY, size=3000)
+        data, back = np.arange(750, dtype=np.int32), np.empty(750, dtype=np.int32)
+        queue.copy(again, data, is_blocking=False)
+        queue.copy(back, again)  # the reused buffer holds what is written to it
+        np.testing.assert_array_equal(back, data)
+        assert owner._buffers[again.key] is made
+        assert owner._buffers[other_flags.key] is not made
+        assert owner._pool.bytes == 0
+    finally:
+        owner.close()
+
