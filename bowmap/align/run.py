@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import itertools
 import logging
+import multiprocessing
 import os
 import threading
 import time
@@ -232,7 +233,11 @@ def run_align(options: AlignOptions) -> dict:
             elif processes > 1:
                 starter = ProcessWorker(options, scoring, owner_infos if owned else device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None,
                                         [owner.endpoint for owner in owners] if owned else None)
-                exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock, owners))
+                # Host workers of device owners make no OpenCL call of their own: forked, they
+                # start at once (see run_processes).
+                start_method = "fork" if owned and "fork" in multiprocessing.get_all_start_methods() else "spawn"
+                exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock, owners),
+                                             start_method=start_method)
             else:
                 # Streamed, chunks are large: one queued between stages, not four, bounds the host memory.
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write, queue_size=1 if plan.streamed else 4)

@@ -3,6 +3,7 @@ on the device itself, and the owner's failures reach the host worker as one erro
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -302,3 +303,25 @@ def test_an_owner_gives_a_dropped_buffer_to_the_next_creation_it_fits(device):
     finally:
         owner.close()
 
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_forked_process_names_its_buffers_with_a_token_of_its_own():
+    from bowmap.runtime import remote
+
+    remote._RELEASED.append(("parent", 1))
+    try:
+        parent_key = remote._key()
+        reader, writer = os.pipe()
+        child = os.fork()
+        if child == 0:  # the child: its first key and what it would release
+            os.write(writer, repr((remote._key(), list(remote._RELEASED))).encode())
+            os._exit(0)
+        os.close(writer)
+        child_key, child_released = eval(os.read(reader, 1000).decode())  # noqa: S307 - our own repr
+        os.close(reader)
+        os.waitpid(child, 0)
+        assert child_key[0] != parent_key[0] and child_key[0].startswith(f"{child}-")
+        assert child_released == []
+        assert remote._key()[0] == parent_key[0]
+    finally:
+        remote._RELEASED.clear()
