@@ -103,6 +103,9 @@ def entry() -> None:
     programs, queues and buffers one by one, while an interrupted run's threads may still be
     enqueueing on them. multiprocessing's own finalizers still run (a semaphore left behind
     makes its resource tracker warn on standard error)."""
+    from bowmap.runtime.devices import allow_forks_of_device_users
+
+    allow_forks_of_device_users()  # nothing has asked OpenCL anything yet in this process
     code = main()
     try:
         if sys.stdout is not None:  # None: started with standard output closed

@@ -90,7 +90,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.index.load import load_index, verify_index
     from bowmap.index_builder.memory import available_memory
-    from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, parse_device_spec
+    from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, may_fork_device_users, parse_device_spec
     from bowmap.runtime.output import SamWriter
     from bowmap.runtime import usage
 
@@ -104,10 +104,18 @@ def run_align(options: AlignOptions) -> dict:
     # opened, a checksum read or a byte written (the writer holds the header back until the
     # first chunk is mapped, so standard input and the checksums are checked before output too).
     check_reads([options.reads, options.mates], index.max_read_length)
-    verification = _Background(verify_index, index)
-    log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
     header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
     writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
+    # A device owner forked now, before this process asks OpenCL anything or starts a thread,
+    # opens its device while this process checks the index and lists the devices; it is given
+    # its work once the layout is known, or stopped (see OwnerProcess).
+    standby = None
+    if not options.serial and may_fork_device_users():
+        from bowmap.runtime.owner import OwnerProcess
+
+        standby = OwnerProcess(start_method="fork")
+    verification = _Background(verify_index, index)
+    log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
     bar = Progress(options.reads, options.progress)
     model = _ModelHolder(options.insert_size, started_clock)
     owners = []  # the device owners of a run whose host workers share each device
@@ -183,8 +191,9 @@ def run_align(options: AlignOptions) -> dict:
             # the index), the host workers spread over them in turn.
             per_device = _owners_per_device()
             owner_infos = [info for info in device_infos for _ in range(per_device)]
-            owners = [OwnerProcess(functools.partial(context_for_info, info), OwnerIndex(options.index, index.identity), f"{info.index}.{n}")
-                      for n, info in enumerate(owner_infos)]
+            for n, info in enumerate(owner_infos):
+                work = functools.partial(context_for_info, info), OwnerIndex(options.index, index.identity), f"{info.index}.{n}"
+                owners.append(standby.serve(*work) if n == 0 and standby is not None else OwnerProcess(*work))
             layout = f"one owner a device, {processes} host worker processes of {plan.queue_pairs} queue pair(s)"
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
@@ -249,7 +258,7 @@ def run_align(options: AlignOptions) -> dict:
             raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
     finally:
-        for owner in owners:
+        for owner in owners if standby is None or standby in owners else [standby, *owners]:
             owner.close()
         model.stop.set()  # a reader waiting for the model after a failure gives up
         bar.close()

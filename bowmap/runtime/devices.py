@@ -38,6 +38,33 @@ def _opencl():
     return pyopencl
 
 
+# Whether this process may still fork a child that will use OpenCL (a device owner: see
+# bowmap.runtime.owner.OwnerProcess): only a process that bowmap's command line started
+# (allow_forks_of_device_users) and that has not asked OpenCL for its platforms yet. A fork of
+# a process that has is not safe: the driver's state and threads do not follow into the child.
+_MAY_FORK = False
+
+
+def allow_forks_of_device_users() -> None:
+    """Said by the command line's entry, the process's own start, before any OpenCL call."""
+    global _MAY_FORK
+    _MAY_FORK = True
+
+
+def may_fork_device_users() -> bool:
+    """Whether a child forked now may open OpenCL devices itself (see _MAY_FORK)."""
+    import multiprocessing
+
+    return _MAY_FORK and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _platforms():
+    """OpenCL's platforms: this process's first OpenCL call, after which it forks no device user."""
+    global _MAY_FORK
+    _MAY_FORK = False
+    return _opencl().get_platforms()
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """One OpenCL device as `bowmap devices` shows it. Memory sizes are in bytes."""
@@ -66,7 +93,7 @@ class DeviceInfo:
 def _all_devices():
     cl = _opencl()
     try:
-        platforms = cl.get_platforms()
+        platforms = _platforms()
     except cl.Error:  # the ICD loader raises when it finds no platform at all
         platforms = []
     found = []
@@ -314,7 +341,7 @@ def context_for_info(info: DeviceInfo) -> DeviceContext:
     devices have changed since (a device of another name at that place)."""
     cl = _opencl()
     try:
-        device = cl.get_platforms()[info.platform_position].get_devices()[info.device_position]
+        device = _platforms()[info.platform_position].get_devices()[info.device_position]
         if device.name.strip() == info.name:
             return DeviceContext(info, device)
     except (cl.Error, IndexError):

@@ -354,29 +354,34 @@ class DeviceOwner:
 
 
 class OwnerProcess:
-    """A :class:`DeviceOwner` in a process of its own (spawned), one a device.
+    """A :class:`DeviceOwner` in a process of its own, one a device.
 
     Why: the owner's serving threads hold the GIL for every batch they unpack and launch; in the
     run's main process they shared it with the reader and the writer, and two devices' owners
     would share it with each other. Its own process gives each owner a GIL of its own.
 
-    ``open_device`` and ``shared`` are as DeviceOwner's, picklable (they travel to the process).
-    The socket's address is chosen here, so :attr:`endpoint` is known at once; clients that come
-    before the owner listens wait for it (see _connect). The process ends when :meth:`close` is
-    called or this process's end of the control pipe closes (this process died)."""
+    The process starts at once and waits for its work: :meth:`serve` sends ``open_device`` and
+    ``shared`` (as DeviceOwner's, picklable); given here, they are sent at once. It is spawned,
+    or with ``start_method="fork"`` forked, which spares it the interpreter's start and the
+    imports (about 0.7 s of a run's start on the GPU machine): allowed only in a process that has
+    made no OpenCL call yet (see bowmap.runtime.devices.may_fork_device_users), so that the
+    child opens the driver itself. The socket's address is chosen here, so :attr:`endpoint` is
+    known at once; clients that come before the owner listens wait for it (see
+    bowmap.runtime.remote._connect). The process ends when :meth:`close` is called or this
+    process's end of the control pipe closes (this process died)."""
 
-    def __init__(self, open_device, shared, name: str = "device"):
+    def __init__(self, open_device=None, shared=None, name: str = "device", start_method: str = "spawn"):
         import multiprocessing
         import signal
         from multiprocessing.connection import arbitrary_address
 
-        context = multiprocessing.get_context("spawn")
+        context = multiprocessing.get_context(start_method)
         self.authkey = secrets.token_bytes(32)
         self.address = arbitrary_address("AF_UNIX")
         self._control, child = context.Pipe()
         self._set_up: dict | None = None
-        self.process = context.Process(target=_owner_process, args=(open_device, shared, self.address, self.authkey, child, name),
-                                       daemon=True, name=f"bowmap-owner-{name}")
+        self.process = context.Process(target=_owner_process, args=(self.address, self.authkey, child),
+                                       daemon=True, name="bowmap-owner")
         # SIGINT blocked while it starts, so a ^C then reaches this process alone (the owner
         # ignores it: the run ends it through close()).
         masked = hasattr(signal, "pthread_sigmask")
@@ -387,6 +392,13 @@ class OwnerProcess:
             if masked:
                 signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         child.close()
+        if open_device is not None:
+            self.serve(open_device, shared, name)
+
+    def serve(self, open_device, shared, name: str = "device") -> OwnerProcess:
+        """Open the device and share its buffers (``name``: the owner's, in its usage file)."""
+        self._control.send(("serve", open_device, shared, name))
+        return self
 
     @property
     def endpoint(self) -> tuple:
@@ -417,29 +429,39 @@ class OwnerProcess:
         self._control.close()
 
 
-def _owner_process(open_device, shared, address, authkey: bytes, control, name: str) -> None:
-    """An owner process's body: serve until told to stop or orphaned, then leave at once."""
+def _owner_process(address, authkey: bytes, control) -> None:
+    """An owner process's body: wait for its work (OwnerProcess.serve), serve until told to stop
+    or orphaned, then leave at once."""
     import signal
 
     started = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run stops the owner itself
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    owner = DeviceOwner(open_device, shared, address, authkey)
+    owner = None
+    name = "device"
     try:
         try:
-            owner.wait_ready()
-            control.send(("ready", owner.set_up_seconds))
-        except BaseException as error:  # noqa: BLE001 - the clients get it with their requests
-            control.send(("failed", str(error)))
-        try:
-            control.recv()
+            message = control.recv()
         except (EOFError, OSError):
-            pass  # the run's process is gone
+            message = "stop"  # the run's process is gone
+        if message != "stop":
+            _, open_device, shared, name = message
+            owner = DeviceOwner(open_device, shared, address, authkey)
+            try:
+                owner.wait_ready()
+                control.send(("ready", owner.set_up_seconds))
+            except BaseException as error:  # noqa: BLE001 - the clients get it with their requests
+                control.send(("failed", str(error)))
+            try:
+                control.recv()
+            except (EOFError, OSError):
+                pass  # the run's process is gone
     finally:
-        owner.close()
-        if usage.FOLDER:
-            usage.write_usage(os.path.join(usage.FOLDER, f"owner-{name}.usage.json"), started)
+        if owner is not None:
+            owner.close()
+            if usage.FOLDER:
+                usage.write_usage(os.path.join(usage.FOLDER, f"owner-{name}.usage.json"), started)
         sys.stdout.flush()
         sys.stderr.flush()
         # No interpreter teardown: releasing the context, queues and buffers one by one only
