@@ -512,6 +512,26 @@ def test_two_owners_a_device_give_the_same_records(indexes, paired, tmp_path, ca
     assert not (tmp_path / "none.sam").exists()
 
 
+def test_the_command_line_forks_its_owner_and_workers_and_gives_the_same_records(indexes, paired, tmp_path):
+    """``python -m bowmap`` (a process that has asked OpenCL nothing yet) forks its device owner
+    at the start and its host workers (bowmap.runtime.owner.OwnerProcess, runners.run_processes):
+    the same records as the spawned layout, and one owner ran (its usage file)."""
+    import subprocess
+    import sys
+
+    out, usage = tmp_path / "out.sam", tmp_path / "usage"
+    usage.mkdir()
+    environment = {**os.environ, "BOWMAP_USAGE": str(usage)}
+    command = [sys.executable, "-m", "bowmap", "-q", "align", str(indexes[0]), str(R1), str(R2), "-o", str(out), "--devices", "cpu",
+               "-p", "2", "--chunk-bases", "4000"]
+    result = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
+    assert result.returncode == 0, result.stderr
+    expected = [line for line in paired.read_text().splitlines() if not line.startswith("@PG")]
+    assert [line for line in out.read_text().splitlines() if not line.startswith("@PG")] == expected
+    assert len(list(usage.glob("owner-*.usage.json"))) == 1
+    assert len(list(usage.glob("worker*.usage.json"))) == 2
+
+
 def test_the_model_is_logged_and_can_be_given(indexes, tmp_path, capsys):
     out = tmp_path / "out.sam"
     code, _, err = run(capsys, "align", indexes[0], R1, R2, "-o", out, "--devices", "cpu")

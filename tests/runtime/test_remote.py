@@ -325,3 +325,14 @@ def test_a_forked_process_names_its_buffers_with_a_token_of_its_own():
         assert remote._key()[0] == parent_key[0]
     finally:
         remote._RELEASED.clear()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_an_owner_process_given_no_work_stops_when_closed():
+    """A run's forked standby owner (see bowmap.align.run) that its layout did not need."""
+    from bowmap.runtime.owner import OwnerProcess
+
+    owner = OwnerProcess(start_method="fork")
+    assert owner.process.is_alive() and owner.set_up_seconds == {}
+    owner.close()
+    assert owner.process.exitcode == 0
