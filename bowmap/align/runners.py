@@ -401,8 +401,11 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     and ``ready``, all time.monotonic(), and ``start_worker.start_timings`` if it has that.
     Returns the seconds spent waiting for the workers to exit after their last result.
     """
+    import contextlib
     import multiprocessing
     from multiprocessing.connection import wait
+
+    from bowmap.runtime.devices import forking_quietly
 
     context = multiprocessing.get_context(start_method)
     inbox = context.Queue(maxsize=processes * queue_size)
@@ -418,7 +421,8 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     ]
     reader = run.thread(run.read, chunks, inbox, in_flight, None, processes)
     spawned = time.monotonic()
-    _start(workers)
+    with forking_quietly() if start_method == "fork" else contextlib.nullcontext():
+        _start(workers)
     for _, child_end in pipes:
         child_end.close()  # the workers hold them now: a dead worker's pipe reads as ended
     reader.start()

@@ -58,6 +58,20 @@ def may_fork_device_users() -> bool:
     return _MAY_FORK and "fork" in multiprocessing.get_all_start_methods()
 
 
+def forking_quietly():
+    """A context manager for a fork this module allows (may_fork_device_users, or host workers
+    that make no OpenCL call): Python 3.12 warns at every fork of a process with threads. The
+    threads here (the index checksums, the reader, the driver's own) hold no lock the child
+    takes: it runs only its owner's or worker's body and leaves with os._exit."""
+    import contextlib
+    import warnings
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(warnings.catch_warnings())
+    warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning)
+    return stack
+
+
 def _platforms():
     """OpenCL's platforms: this process's first OpenCL call, after which it forks no device user."""
     global _MAY_FORK

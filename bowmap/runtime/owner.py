@@ -18,7 +18,7 @@ from multiprocessing.connection import Listener
 import numpy as np
 
 from bowmap.runtime import usage
-from bowmap.runtime.devices import wait_idle
+from bowmap.runtime.devices import forking_quietly, wait_idle
 from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.remote import _Local, _Ref
 
@@ -387,7 +387,8 @@ class OwnerProcess:
         masked = hasattr(signal, "pthread_sigmask")
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masked else None
         try:
-            self.process.start()
+            with forking_quietly():
+                self.process.start()
         finally:
             if masked:
                 signal.pthread_sigmask(signal.SIG_SETMASK, previous)
