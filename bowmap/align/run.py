@@ -14,7 +14,6 @@ import dataclasses
 import functools
 import itertools
 import logging
-import multiprocessing
 import os
 import threading
 import time
@@ -90,7 +89,7 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.align.extend.smith_waterman import Scoring
     from bowmap.index.load import load_index, verify_index
     from bowmap.index_builder.memory import available_memory
-    from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, may_fork_device_users, parse_device_spec
+    from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, may_fork_device_users, may_fork_host_workers, parse_device_spec
     from bowmap.runtime.output import SamWriter
     from bowmap.runtime import usage
 
@@ -242,9 +241,9 @@ def run_align(options: AlignOptions) -> dict:
             elif processes > 1:
                 starter = ProcessWorker(options, scoring, owner_infos if owned else device_infos, plan.queue_pairs, index.identity, plan.slots if plan.streamed else None,
                                         [owner.endpoint for owner in owners] if owned else None)
-                # Host workers of device owners make no OpenCL call of their own: forked, they
-                # start at once (see run_processes).
-                start_method = "fork" if owned and "fork" in multiprocessing.get_all_start_methods() else "spawn"
+                # Host workers of device owners make no OpenCL call of their own: forked (from
+                # the command line), they start at once (see run_processes).
+                start_method = "fork" if owned and may_fork_host_workers() else "spawn"
                 exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock, owners),
                                              start_method=start_method)
             else:

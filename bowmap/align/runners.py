@@ -243,6 +243,9 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
     if os.getpid() != _IMPORTED_IN:  # forked: this module was imported by the parent, before
         _STARTED = entered
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and ends its workers
+    # A forked worker has its parent's handlers: SIGTERM (the parent's terminate() after a
+    # failure) must end it, not raise in it (bowmap.cli's handler), which could leave it blocked.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked while starting
     number = -1

@@ -45,10 +45,22 @@ def _opencl():
 _MAY_FORK = False
 
 
+_COMMAND_LINE = False  # this process is bowmap's command line (see may_fork_host_workers)
+
+
 def allow_forks_of_device_users() -> None:
     """Said by the command line's entry, the process's own start, before any OpenCL call."""
-    global _MAY_FORK
-    _MAY_FORK = True
+    global _MAY_FORK, _COMMAND_LINE
+    _MAY_FORK = _COMMAND_LINE = True
+
+
+def may_fork_host_workers() -> bool:
+    """Whether host workers that make no OpenCL call may be forked: in bowmap's command line,
+    whose threads at that point are known (see forking_quietly); a process that embeds bowmap
+    (a test run, a notebook) may hold locks in threads of its own, so its workers are spawned."""
+    import multiprocessing
+
+    return _COMMAND_LINE and "fork" in multiprocessing.get_all_start_methods()
 
 
 def may_fork_device_users() -> bool:

@@ -437,6 +437,7 @@ def _owner_process(address, authkey: bytes, control) -> None:
 
     started = time.monotonic()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run stops the owner itself
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked, it has its parent's handler (see runners._worker_process)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     owner = None

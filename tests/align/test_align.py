@@ -250,6 +250,10 @@ def test_a_failure_inside_a_worker_process_stops_the_run_and_leaves_no_output(in
     failed_in = int(re.search(r"simulated kernel failure in process (\d+)", str(caught.value)).group(1))
     assert failed_in != os.getpid()  # it really was a worker process
     assert not out.exists() and os.listdir(tmp_path) == []
+    # The other worker was ended too: forked, it had this process's SIGTERM handler (bowmap.cli's)
+    import multiprocessing
+
+    assert not multiprocessing.active_children()
 
 
 @pytest.mark.parametrize("option", [["--mismatch", "0"], ["--match", "2000"], ["--gap-open", "0", "--gap-extend", "0"]])
