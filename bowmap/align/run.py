@@ -257,7 +257,9 @@ def run_align(options: AlignOptions) -> dict:
             raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
     finally:
-        for owner in owners if standby is None or standby in owners else [standby, *owners]:
+        if standby is not None and standby not in owners:  # the layout needed none, or it failed first
+            standby.close()
+        for owner in owners:
             owner.close()
         model.stop.set()  # a reader waiting for the model after a failure gives up
         bar.close()

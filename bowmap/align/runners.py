@@ -404,7 +404,6 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     and ``ready``, all time.monotonic(), and ``start_worker.start_timings`` if it has that.
     Returns the seconds spent waiting for the workers to exit after their last result.
     """
-    import contextlib
     import multiprocessing
     from multiprocessing.connection import wait
 
@@ -424,7 +423,7 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     ]
     reader = run.thread(run.read, chunks, inbox, in_flight, None, processes)
     spawned = time.monotonic()
-    with forking_quietly() if start_method == "fork" else contextlib.nullcontext():
+    with forking_quietly():  # (a spawn warns of nothing)
         _start(workers)
     for _, child_end in pipes:
         child_end.close()  # the workers hold them now: a dead worker's pipe reads as ended

@@ -8,6 +8,7 @@ PyOpenCL kernels are not thread-safe; programs are, so each worker thread makes 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import importlib.resources
@@ -38,14 +39,13 @@ def _opencl():
     return pyopencl
 
 
-# Whether this process may still fork a child that will use OpenCL (a device owner: see
-# bowmap.runtime.owner.OwnerProcess): only a process that bowmap's command line started
-# (allow_forks_of_device_users) and that has not asked OpenCL for its platforms yet. A fork of
-# a process that has is not safe: the driver's state and threads do not follow into the child.
+# Whether this process may fork children (see may_fork_host_workers, may_fork_device_users):
+# only bowmap's command line (allow_forks_of_device_users), and a child that will use OpenCL (a
+# device owner: bowmap.runtime.owner.OwnerProcess) only while this process has not asked OpenCL
+# for its platforms yet. A fork of a process that has is not safe: the driver's state and
+# threads do not follow into the child.
+_COMMAND_LINE = False
 _MAY_FORK = False
-
-
-_COMMAND_LINE = False  # this process is bowmap's command line (see may_fork_host_workers)
 
 
 def allow_forks_of_device_users() -> None:
@@ -65,23 +65,18 @@ def may_fork_host_workers() -> bool:
 
 def may_fork_device_users() -> bool:
     """Whether a child forked now may open OpenCL devices itself (see _MAY_FORK)."""
-    import multiprocessing
-
-    return _MAY_FORK and "fork" in multiprocessing.get_all_start_methods()
+    return _MAY_FORK and may_fork_host_workers()
 
 
+@contextlib.contextmanager
 def forking_quietly():
-    """A context manager for a fork this module allows (may_fork_device_users, or host workers
-    that make no OpenCL call): Python 3.12 warns at every fork of a process with threads. The
-    threads here (the index checksums, the reader, the driver's own) hold no lock the child
-    takes: it runs only its owner's or worker's body and leaves with os._exit."""
-    import contextlib
-    import warnings
-
-    stack = contextlib.ExitStack()
-    stack.enter_context(warnings.catch_warnings())
-    warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning)
-    return stack
+    """Around a fork this module allows (may_fork_host_workers, may_fork_device_users): Python
+    3.12 warns at every fork of a process with threads. The threads here (the index checksums,
+    the reader, the driver's own) hold no lock the child takes: it runs only its owner's or
+    worker's body and leaves with os._exit."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks", category=DeprecationWarning)
+        yield
 
 
 def _platforms():

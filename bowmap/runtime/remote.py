@@ -46,7 +46,11 @@ from bowmap.runtime.errors import BowmapError
 
 log = logging.getLogger("bowmap.runtime.remote")
 
-_TOKEN = f"{os.getpid()}-{secrets.token_hex(4)}"  # this process's name in an owner's tables
+def _token() -> str:
+    return f"{os.getpid()}-{secrets.token_hex(4)}"
+
+
+_TOKEN = _token()  # this process's name in an owner's tables
 _NUMBERS = itertools.count(1)
 _RELEASED: collections.deque = collections.deque()  # keys of dropped buffers, sent with the next batch
 
@@ -54,13 +58,14 @@ _RELEASED: collections.deque = collections.deque()  # keys of dropped buffers, s
 def _new_process() -> None:
     """A forked child is a new client: a token of its own, and none of its parent's releases."""
     global _TOKEN, _NUMBERS
-    _TOKEN = f"{os.getpid()}-{secrets.token_hex(4)}"
+    _TOKEN = _token()
     _NUMBERS = itertools.count(1)
     _RELEASED.clear()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_process)
+
 _ARENA_BYTES = 16 << 20  # a channel's first arena; it doubles when a batch needs more
 _ALIGN = 64
 
