@@ -110,7 +110,7 @@ def run_align(options: AlignOptions) -> dict:
     # its work once the layout is known, or stopped (see OwnerProcess).
     standby = None
     if not options.serial and may_fork_device_users():
-        from bowmap.runtime.owner import OwnerProcess
+        from bowmap.runtime.owner_process import OwnerProcess
 
         standby = OwnerProcess(start_method="fork")
     verification = _Background(verify_index, index)
@@ -182,7 +182,7 @@ def run_align(options: AlignOptions) -> dict:
             layout = f"{len(workers)} worker queue pair(s)"
         elif owned:
             from bowmap.align.workers import OwnerIndex
-            from bowmap.runtime.owner import OwnerProcess
+            from bowmap.runtime.owner_process import OwnerProcess
 
             # Each owner in a process of its own: its GIL is then not shared with the reader, the
             # writer or another device's owner (see OwnerProcess).

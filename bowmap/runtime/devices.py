@@ -41,7 +41,7 @@ def _opencl():
 
 # Whether this process may fork children (see may_fork_host_workers, may_fork_device_users):
 # only bowmap's command line (allow_forks_of_device_users), and a child that will use OpenCL (a
-# device owner: bowmap.runtime.owner.OwnerProcess) only while this process has not asked OpenCL
+# device owner: bowmap.runtime.owner_process.OwnerProcess) only while this process has not asked OpenCL
 # for its platforms yet. A fork of a process that has is not safe: the driver's state and
 # threads do not follow into the child.
 _COMMAND_LINE = False

@@ -1,16 +1,16 @@
 """The owner side of bowmap.runtime.remote: :class:`DeviceOwner` holds one device's context, its
 shared buffers (the index blocks, the packed text) and its queues, and executes the batches its
-clients (RemoteDevices in host worker processes) send; :class:`OwnerProcess` runs one in a
-process of its own. The protocol and the reasons are in bowmap.runtime.remote's docstring."""
+clients (RemoteDevices in host worker processes) send; bowmap.runtime.owner_process.OwnerProcess
+runs one in a process of its own. The protocol and the reasons are in bowmap.runtime.remote's docstring."""
 
 from __future__ import annotations
 
 import collections
-import contextlib
+import json
 import mmap
 import os
 import secrets
-import sys
+import selectors
 import threading
 import time
 from multiprocessing.connection import Listener
@@ -18,15 +18,16 @@ from multiprocessing.connection import Listener
 import numpy as np
 
 from bowmap.runtime import usage
-from bowmap.runtime.devices import forking_quietly, wait_idle
 from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.remote import _Local, _Ref
 
-# The owner's switch interval (see DeviceOwner). Measured on an H200 with 16 cores, chr20, 1 M
-# pairs, whole command, two rounds: 5.09/5.23 s at 1 ms, 5.61/5.50 s at 0.2 ms; one thread
-# polling every waiting thread's marker (the others asleep on an Event) in place of each
-# polling its own: 5.33/5.38 s.
-SWITCH_INTERVAL_SECONDS = 0.001
+# Where a batch's command names its queue (the commands that use one).
+_ON_QUEUE = {"kernel": 4, "write": 1, "read": 1, "wait_idle": 1}
+
+# The serving loop's polls of the events it waits for: the first pause, and the longest it
+# doubles to while nothing completes (as devices.wait_idle's sleeps).
+_FIRST_POLL_SECONDS = 20e-6
+_LONGEST_POLL_SECONDS = 50e-6
 
 DEVICE_WAITS = "device waits in batches"  # usage's name for a batch's waits for the device
 
@@ -75,15 +76,41 @@ class BufferPool:
         return True
 
 
+class _Client:
+    """One client connection of a DeviceOwner: its process's token, its arena, and the request
+    it has in hand (a client thread sends one and waits for its answer)."""
+
+    __slots__ = ("connection", "token", "arena", "pinned", "work", "waiting", "event", "gone")
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.token = None
+        self.arena = None
+        self.pinned = None  # the arena registered with the driver (DeviceOwner._map)
+        self.work = None  # the generator serving its request (DeviceOwner._handle)
+        self.waiting = 0.0  # when its work began to wait for the device
+        self.event = None  # the event its work waits for
+        self.gone = False  # hung up (its work may still run)
+
+
 class DeviceOwner:
     """Owns one device's context in this process and serves RemoteDevices of other processes.
 
     ``open_device()`` makes the context (a DeviceContext) and ``shared(device)`` the buffers every
     client may name (a dict name -> pyopencl Buffer): both run in a thread of their own, started
     here, so the caller goes on (spawning the host workers) meanwhile; requests wait for them.
-    Each client connection is served by a thread; PyOpenCL releases the GIL while it waits."""
 
-    def __init__(self, open_device, shared, address=None, authkey: bytes | None = None):
+    One thread serves every client (:meth:`_loop`): each request is a generator
+    (:meth:`_handle`) that runs until it must wait for a queue to go idle, yielding the event
+    it waits for; the loop polls the events of all waiting requests and reads new requests
+    between polls, so no thread sleeps or wakes per wait. Why: with a thread a connection (15
+    host workers), every wake-up of a waiting thread had to take the process's GIL from the
+    thread that held it, each handover up to the switch interval; the owner then used a whole
+    core and the workers waited for its answers 39% of their lives (H200, chr20 1 M pairs,
+    bench/host_waits.py). ``register_arenas``: register the clients' arenas with the driver
+    (see :meth:`_map`); by default where measured to pay, on NVIDIA."""
+
+    def __init__(self, open_device, shared, address=None, authkey: bytes | None = None, register_arenas: bool | None = None):
         self.authkey = secrets.token_bytes(32) if authkey is None else authkey
         self._listener = Listener(address, family="AF_UNIX", authkey=self.authkey)
         self.address = self._listener.address
@@ -97,15 +124,17 @@ class DeviceOwner:
         self._clients: collections.Counter = collections.Counter()  # open connections a token
         self._lock = threading.Lock()
         self._closed = False
-        self._connections: list = []
+        self._accepted: collections.deque = collections.deque()  # connections for the loop to take
+        self._wake_reader, self._wake_writer = os.pipe()  # wakes the loop: a connection, set-up's end, close()
+        os.set_blocking(self._wake_writer, False)
         self._released_early: set = set()  # see _release
         self._made: dict = {}  # key -> (flags, size) of the buffers clients created: they go to the pool
         self._pool = BufferPool(POOL_BYTES)
-        # Many short holds of the GIL by the serving threads: hand it over sooner than every 5 ms.
-        if sys.getswitchinterval() > SWITCH_INTERVAL_SECONDS:
-            sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+        self._timeline: list = []  # (kernel name, queue key, event) with usage.TIMELINE
+        self._register = register_arenas  # decided with the device where None (_set_up)
         threading.Thread(target=self._set_up, args=(open_device, shared), daemon=True, name="bowmap-owner-setup").start()
         threading.Thread(target=self._accept, daemon=True, name="bowmap-owner").start()
+        threading.Thread(target=self._loop, daemon=True, name="bowmap-owner-loop").start()
 
     @property
     def endpoint(self) -> tuple:
@@ -120,12 +149,15 @@ class DeviceOwner:
             buffers = shared(device)
             self._pool.limit = min(POOL_BYTES, int(POOL_SHARE * device.info.global_memory))
             self._buffers.update({("shared", name): buffer for name, buffer in buffers.items()})
+            if self._register is None:
+                self._register = "NVIDIA" in device.info.platform.upper()
             self.device = device
             self.set_up_seconds = {"context": opened - started, "upload": time.perf_counter() - opened}
         except BaseException as error:  # noqa: BLE001 - every request answers with it
             self._error = error
         finally:
             self._ready.set()
+            self._wake()
 
     def wait_ready(self):
         """The owner's device once set up; raises its set-up's error."""
@@ -133,6 +165,14 @@ class DeviceOwner:
         if self._error is not None:
             raise self._error
         return self.device
+
+    def _wake(self) -> None:
+        with self._lock:
+            if self._wake_writer is not None:  # else the loop has ended
+                try:
+                    os.write(self._wake_writer, b"w")
+                except BlockingIOError:
+                    pass  # the pipe is full: the loop wakes anyway
 
     def _accept(self) -> None:
         while not self._closed:
@@ -142,8 +182,8 @@ class DeviceOwner:
                 if self._closed:
                     return
                 continue  # a client that failed authentication or hung up at once
-            self._connections.append(connection)
-            threading.Thread(target=self._serve, args=(connection,), daemon=True, name="bowmap-owner-client").start()
+            self._accepted.append(connection)
+            self._wake()
 
     def close(self) -> None:
         self._closed = True
@@ -151,80 +191,189 @@ class DeviceOwner:
             self._listener.close()
         except OSError:
             pass
-        for connection in self._connections:
-            try:
-                connection.close()
-            except OSError:
-                pass
+        self._wake()  # the loop closes the connections and the pipe
 
-    # -- one connection
+    # -- the serving loop
 
-    def _serve(self, connection) -> None:
-        token = None
-        arena = None
+    def _loop(self) -> None:
+        selector = selectors.DefaultSelector()
+        selector.register(self._wake_reader, selectors.EVENT_READ)
+        clients: list[_Client] = []
+        waiting: list[_Client] = []  # clients whose work waits for an event
+        early: collections.deque = collections.deque()  # (client, request) before the device was ready
+        pause = _FIRST_POLL_SECONDS
         try:
-            while True:
-                try:
-                    message = connection.recv()
-                except (EOFError, OSError, TypeError):  # TypeError: closed by close() meanwhile
-                    return
-                try:
-                    kind = message[0]
-                    if kind == "hello":
-                        token = message[1]
-                        with self._lock:
-                            self._clients[token] += 1
-                        value = None
+            while not self._closed:
+                moved = False
+                for key, _ in selector.select(pause if waiting else None):  # set-up and close() wake it
+                    if key.data is None:
+                        os.read(self._wake_reader, 4096)
+                        while self._accepted:
+                            client = _Client(self._accepted.popleft())
+                            clients.append(client)
+                            selector.register(client.connection.fileno(), selectors.EVENT_READ, client)
+                        continue
+                    client = key.data
+                    try:
+                        request = client.connection.recv()
+                    except (EOFError, OSError):
+                        selector.unregister(client.connection.fileno())
+                        client.gone = True
+                        if client.work is None:
+                            self._forget(client)
+                        continue
+                    if request[0] == "hello" or self._ready.is_set():
+                        self._start(client, request, waiting)
                     else:
-                        device = self.wait_ready()
-                        if kind == "batch":
-                            _, new_arena, released, commands = message
-                            if new_arena is not None:
-                                arena = self._map(arena, *new_arena)
-                            created = set()
-                            with usage.timed("batches"):
-                                try:
-                                    self._execute(device, arena, commands, created)
-                                finally:
-                                    self._release(released, created)
-                            value = None
-                        else:
-                            value = self._answer(device, message)
-                    reply = ("ok", value)
-                except BowmapError as error:
-                    reply = ("error", (str(error), True))
-                except Exception as error:  # noqa: BLE001 - the client raises it
-                    reply = ("error", (f"{type(error).__name__}: {error}", False))
-                try:
-                    connection.send(reply)
-                except (OSError, EOFError):
-                    return
+                        early.append((client, request))
+                    moved = True
+                while early and self._ready.is_set():
+                    self._start(*early.popleft(), waiting)
+                    moved = True
+                for client in list(waiting):
+                    status = client.event.command_execution_status
+                    if status > 0:  # queued, submitted or running
+                        continue
+                    waiting.remove(client)
+                    client.event = None  # a copy's event holds its view of the arena, which may be replaced next
+                    if usage.COUNTING:
+                        usage.waited(DEVICE_WAITS, time.perf_counter() - client.waiting)
+                    self._advance(client, waiting, status)
+                    moved = True
+                pause = _FIRST_POLL_SECONDS if moved else min(2 * pause, _LONGEST_POLL_SECONDS)
         finally:
-            if arena is not None:
-                arena.close()
-            if token is not None:
-                with self._lock:
-                    self._clients[token] -= 1
-                    if self._clients[token] == 0:  # the process is gone: free what it made
-                        for table in (self._buffers, self._queues, self._kernels, self._made):
-                            for key in [key for key in table if key[0] == token]:
-                                del table[key]
-                        self._released_early = {key for key in self._released_early if key[0] != token}
+            selector.close()
+            with self._lock:
+                os.close(self._wake_reader)
+                os.close(self._wake_writer)
+                self._wake_writer = None
+            for client in clients:
+                try:
+                    client.connection.close()
+                except OSError:
+                    pass
 
-    @staticmethod
-    def _map(old, path: str, size: int):
+    def _start(self, client: _Client, request, waiting: list) -> None:
+        client.work = self._handle(client, request)
+        self._advance(client, waiting, None)
+
+    def _advance(self, client: _Client, waiting: list, status) -> None:
+        """Run ``client``'s work on to its next wait (then it joins ``waiting``) or its end (then
+        its answer goes); ``status``: the OpenCL status of the event it waited for."""
+        try:
+            client.event = client.work.send(status)
+        except StopIteration as stop:
+            reply = ("ok", stop.value)
+        except BowmapError as error:
+            reply = ("error", (str(error), True))
+        except Exception as error:  # noqa: BLE001 - the client raises it
+            reply = ("error", (f"{type(error).__name__}: {error}", False))
+        else:
+            client.waiting = time.perf_counter()
+            waiting.append(client)
+            return
+        client.work = None
+        if client.gone:
+            self._forget(client)
+            return
+        try:
+            client.connection.send(reply)
+        except (OSError, EOFError):
+            client.gone = True
+
+    def _forget(self, client: _Client) -> None:
+        """A client that hung up, its work done: close its arena; once its process has no
+        connection left, free what it made."""
+        if client.arena is not None:
+            self._unmap(client)
+        try:
+            client.connection.close()
+        except OSError:
+            pass
+        token = client.token
+        if token is not None:
+            client.token = None
+            with self._lock:
+                self._clients[token] -= 1
+                if self._clients[token] == 0:  # the process is gone: free what it made
+                    for table in (self._buffers, self._queues, self._kernels, self._made):
+                        for key in [key for key in table if key[0] == token]:
+                            del table[key]
+                    self._released_early = {key for key in self._released_early if key[0] != token}
+
+    def _handle(self, client: _Client, request):
+        """One request, as a generator: it yields the events it waits for (see _loop) and
+        returns the answer's value."""
+        kind = request[0]
+        if kind == "hello":
+            client.token = request[1]
+            with self._lock:
+                self._clients[client.token] += 1
+            return None
+        device = self.wait_ready()
+        if kind == "batch":
+            _, new_arena, released, commands = request
+            if new_arena is not None:
+                self._map(client, device, *new_arena)
+            created = set()
+            started = time.perf_counter()
+            try:
+                yield from self._execute(device, client.arena, commands, created, client.pinned is not None)
+            finally:
+                self._release(released, created)
+                if usage.COUNTING:
+                    usage.waited("batches", time.perf_counter() - started)
+            return None
+        return self._answer(device, request)
+
+    def _map(self, client: _Client, device, path: str, size: int) -> None:
+        """Map a client's new arena (in place of its old one), registered with the driver as a
+        buffer over its pages (``USE_HOST_PTR``) where ``register_arenas``: NVIDIA's driver then
+        copies from and into it directly, as from pinned memory, and a copy may be queued behind
+        the kernels of its queue without holding up the caller (see _execute). Why: copies from
+        pageable memory go through the driver's staging buffers, the copies of every queue one
+        after another. Measured on an H200 behind another queue's kernel, 8 MB: a copy held its
+        caller 1.4 ms (2.5 ms CPU), a blocking read 0.6 ms, against 0.2 ms each from a
+        registered arena; in a run with 15 host workers (chr20, 1 M pairs) a batch's read came
+        back 2.5-9 ms after its kernel, and the batches took half the time once registered."""
+        import pyopencl as cl
+
         with open(path, "r+b") as file:
             arena = mmap.mmap(file.fileno(), size)
-        if old is not None:
-            old.close()
-        return arena
+        if client.arena is not None:
+            self._unmap(client)
+        client.arena = arena
+        if self._register:
+            client.pinned = cl.Buffer(device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR,
+                                      hostbuf=np.frombuffer(arena, dtype=np.uint8))
+
+    @staticmethod
+    def _unmap(client: _Client) -> None:
+        client.pinned = None  # the buffer holds a view of the arena: dropped before the arena closes
+        client.arena.close()
+        client.arena = None
 
     def _queue(self, device, key):
         queue = self._queues.get(key)
         if queue is None:
+            if usage.TIMELINE:
+                import pyopencl as cl
+
+                made = cl.CommandQueue(device.context, device.device, properties=cl.command_queue_properties.PROFILING_ENABLE)
+            else:
+                made = device.queue()
             with self._lock:
-                queue = self._queues.setdefault(key, device.queue())
+                queue = self._queues.setdefault(key, made)
         return queue
+
+    def write_timeline(self, path: str) -> None:
+        """The kernels run so far (BOWMAP_TIMELINE): JSON rows of name, queue number, and the
+        device clock's queued, submitted, started and ended (ns)."""
+        numbers: dict = {}
+        rows = [[name, numbers.setdefault(queue_key, len(numbers)), event.profile.queued, event.profile.submit,
+                 event.profile.start, event.profile.end] for name, queue_key, event in self._timeline]
+        with open(path, "w") as file:
+            json.dump(rows, file)
 
     def _answer(self, device, message):
         import pyopencl as cl
@@ -276,21 +425,49 @@ class DeviceOwner:
             self._made[key] = (flags, kept[0])
         return kept[1]
 
-    def _execute(self, device, arena, commands, created: set) -> None:
-        """One batch, in order; then every queue it used is idle, so the arena may be reused.
-        The keys of the buffers it makes are added to ``created``."""
+    @staticmethod
+    def _idle(queue, last=None):
+        """Wait (yielding to the loop) until everything queued on ``queue`` has run: until
+        ``last``, the event of the latest command queued there, has completed (an in-order
+        queue), or where it is not known, a marker queued now; a failed command raises
+        BowmapError (as devices.wait_idle)."""
         import pyopencl as cl
 
-        # Waits sleep (devices.wait_idle: NVIDIA's blocking waits spin a core). Measured on an
-        # H200, 1 M chr20 pairs, 15 host workers: 4.31 s of mapping, against 4.88 s with a
-        # marker's completion callback waking the waiting thread instead.
+        event = cl.enqueue_marker(queue) if last is None else last
+        queue.flush()
+        status = event.command_execution_status
+        if status > 0:
+            status = yield event
+        if status < 0:
+            raise BowmapError(f"a device command failed (OpenCL status {status})")
+
+    def _execute(self, device, arena, commands, created: set, registered: bool = False):
+        """One batch, in order, as a generator (see _idle); then every queue it used is idle, so
+        the arena may be reused. The keys of the buffers it makes are added to ``created``.
+
+        ``registered``: the arena is registered with the driver (see _map), so copies from and
+        into it may be queued behind kernels and return at once: the whole batch is queued,
+        then waited for once. A client's wait for a queue is then put off until a command of
+        another queue or the batch's end (commands of the same in-order queue run after
+        it anyway). Otherwise a copy waits until its queue is idle (from pageable memory
+        NVIDIA's driver would hold the loop until the kernels before it ran)."""
+        import pyopencl as cl
+
         pending = []  # events of copies from or into the arena: kept until their queues are idle
         touched = {}  # queues with commands not known to have run
         busy = set()  # queues with kernels not known to have run
+        last = {}  # queue key -> the event of this batch's latest command there
+        deferred = None  # the queue whose wait is put off (registered)
         buffers = self._buffers
+        closing = False
         try:
             for command in commands:
                 operation = command[0]
+                if deferred is not None and operation in _ON_QUEUE and command[_ON_QUEUE[operation]] != deferred:
+                    yield from self._idle(touched[deferred], last.pop(deferred, None))
+                    del touched[deferred]
+                    busy.discard(deferred)
+                    deferred = None
                 if operation == "kernel":
                     _, key, program_key, name, queue_key, global_size, local_size, arguments = command
                     kernel = self._kernels.get(key)
@@ -298,37 +475,45 @@ class DeviceOwner:
                         kernel = self._kernels[key] = cl.Kernel(device.program(*program_key), name)
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     busy.add(queue_key)
-                    kernel(queue, global_size, local_size, *[
+                    event = last[queue_key] = kernel(queue, global_size, local_size, *[
                         buffers[argument.key] if isinstance(argument, _Ref)
                         else cl.LocalMemory(argument.size) if isinstance(argument, _Local) else argument
                         for argument in arguments
                     ])
-                elif operation == "write":
-                    _, queue_key, buffer_key, offset, size = command
+                    if usage.TIMELINE:
+                        self._timeline.append((name, queue_key, event))
+                elif operation == "write" or operation == "read":
+                    queue_key, buffer_key = command[1], command[2]
                     queue = touched[queue_key] = self._queue(device, queue_key)
-                    if queue_key in busy:
-                        # A copy from pageable memory waits for the kernels before it, spinning
-                        # on NVIDIA: wait for them here, sleeping (as ReusedBuffer.upload does).
-                        with usage.timed(DEVICE_WAITS):
-                            wait_idle(queue)
+                    blocking = operation == "read" and command[7]
+                    if not registered and queue_key in busy and (operation == "write" or blocking):
+                        # A copy from pageable memory waits for the kernels before it, the loop
+                        # with it (spinning on NVIDIA): wait here, yielding.
+                        yield from self._idle(queue, last.get(queue_key))
                         busy.discard(queue_key)
-                    if size:
-                        source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
-                        pending.append(cl.enqueue_copy(queue, buffers[buffer_key], source, is_blocking=False))
-                elif operation == "read":
-                    _, queue_key, buffer_key, offset, dtype, shape, options, blocking = command
-                    queue = touched[queue_key] = self._queue(device, queue_key)
+                    if operation == "write":
+                        offset, size = command[3], command[4]
+                        if size:
+                            source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
+                            pending.append(cl.enqueue_copy(queue, buffers[buffer_key], source, is_blocking=False))
+                            last[queue_key] = pending[-1]
+                        continue
+                    _, _, _, offset, dtype, shape, options, _ = command
                     destination = np.ndarray(shape, np.dtype(dtype), buffer=arena, offset=offset)
-                    with usage.timed(DEVICE_WAITS) if blocking else contextlib.nullcontext():
-                        event = cl.enqueue_copy(queue, destination, buffers[buffer_key], is_blocking=blocking, **(options or {}))
-                    if blocking:
+                    # Never a blocking copy: its return comes late under load (H200: 2-4 ms
+                    # after the copy ended, bench/host_waits.py --timeline), and the loop waits.
+                    pending.append(cl.enqueue_copy(queue, destination, buffers[buffer_key], is_blocking=False, **(options or {})))
+                    last[queue_key] = pending[-1]
+                    if blocking and not registered:
+                        yield from self._idle(queue, pending[-1])
                         del touched[queue_key]  # idle now: the batch's end need not wait for it
-                        busy.discard(queue_key)
-                    else:
-                        pending.append(event)
+                        last.pop(queue_key)
                 elif operation == "wait_idle":
-                    with usage.timed(DEVICE_WAITS):
-                        wait_idle(self._queue(device, command[1]))
+                    if registered:
+                        deferred = command[1]
+                        touched.setdefault(deferred, self._queue(device, deferred))
+                        continue
+                    yield from self._idle(self._queue(device, command[1]), last.pop(command[1], None))
                     touched.pop(command[1], None)
                     busy.discard(command[1])
                 elif operation == "create":
@@ -342,130 +527,11 @@ class DeviceOwner:
                     created.add(key)
                 else:
                     raise ValueError(f"unknown command {operation!r}")
+        except GeneratorExit:  # the owner closed with this batch unfinished
+            closing = True
+            raise
         finally:
-            with usage.timed(DEVICE_WAITS):
-                for queue in touched.values():
-                    wait_idle(queue)
+            if not closing:
+                for queue_key, queue in touched.items():
+                    yield from self._idle(queue, last.get(queue_key))
             pending.clear()
-
-
-
-# ---------------------------------------------------------------- the owner in a process of its own
-
-
-class OwnerProcess:
-    """A :class:`DeviceOwner` in a process of its own, one a device.
-
-    Why: the owner's serving threads hold the GIL for every batch they unpack and launch; in the
-    run's main process they shared it with the reader and the writer, and two devices' owners
-    would share it with each other. Its own process gives each owner a GIL of its own.
-
-    The process starts at once and waits for its work: :meth:`serve` sends ``open_device`` and
-    ``shared`` (as DeviceOwner's, picklable); given here, they are sent at once. It is spawned,
-    or with ``start_method="fork"`` forked, which spares it the interpreter's start and the
-    imports (about 0.7 s of a run's start on the GPU machine): allowed only in a process that has
-    made no OpenCL call yet (see bowmap.runtime.devices.may_fork_device_users), so that the
-    child opens the driver itself. The socket's address is chosen here, so :attr:`endpoint` is
-    known at once; clients that come before the owner listens wait for it (see
-    bowmap.runtime.remote._connect). The process ends when :meth:`close` is called or this
-    process's end of the control pipe closes (this process died)."""
-
-    def __init__(self, open_device=None, shared=None, name: str = "device", start_method: str = "spawn"):
-        import multiprocessing
-        import signal
-        from multiprocessing.connection import arbitrary_address
-
-        context = multiprocessing.get_context(start_method)
-        self.authkey = secrets.token_bytes(32)
-        self.address = arbitrary_address("AF_UNIX")
-        self._control, child = context.Pipe()
-        self._set_up: dict | None = None
-        self.process = context.Process(target=_owner_process, args=(self.address, self.authkey, child),
-                                       daemon=True, name="bowmap-owner")
-        # SIGINT blocked while it starts, so a ^C then reaches this process alone (the owner
-        # ignores it: the run ends it through close()).
-        masked = hasattr(signal, "pthread_sigmask")
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masked else None
-        try:
-            with forking_quietly():
-                self.process.start()
-        finally:
-            if masked:
-                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        child.close()
-        if open_device is not None:
-            self.serve(open_device, shared, name)
-
-    def serve(self, open_device, shared, name: str = "device") -> OwnerProcess:
-        """Open the device and share its buffers (``name``: the owner's, in its usage file)."""
-        self._control.send(("serve", open_device, shared, name))
-        return self
-
-    @property
-    def endpoint(self) -> tuple:
-        """What a client needs to reach this owner (picklable): RemoteDevice's arguments after its info."""
-        return self.address, self.authkey, self.process.pid
-
-    @property
-    def set_up_seconds(self) -> dict:
-        """The owner's set-up times once it has reported them (else empty): context and upload."""
-        if self._set_up is None:
-            try:
-                if self._control.poll():
-                    status, value = self._control.recv()
-                    self._set_up = value if status == "ready" else {}
-            except (EOFError, OSError):
-                self._set_up = {}
-        return self._set_up or {}
-
-    def close(self) -> None:
-        try:
-            self._control.send("stop")
-        except (OSError, EOFError):
-            pass
-        self.process.join(timeout=10)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(timeout=5)
-        self._control.close()
-
-
-def _owner_process(address, authkey: bytes, control) -> None:
-    """An owner process's body: wait for its work (OwnerProcess.serve), serve until told to stop
-    or orphaned, then leave at once."""
-    import signal
-
-    started = time.monotonic()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run stops the owner itself
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked, it has its parent's handler (see runners._worker_process)
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    owner = None
-    name = "device"
-    try:
-        try:
-            message = control.recv()
-        except (EOFError, OSError):
-            message = "stop"  # the run's process is gone
-        if message != "stop":
-            _, open_device, shared, name = message
-            owner = DeviceOwner(open_device, shared, address, authkey)
-            try:
-                owner.wait_ready()
-                control.send(("ready", owner.set_up_seconds))
-            except BaseException as error:  # noqa: BLE001 - the clients get it with their requests
-                control.send(("failed", str(error)))
-            try:
-                control.recv()
-            except (EOFError, OSError):
-                pass  # the run's process is gone
-    finally:
-        if owner is not None:
-            owner.close()
-            if usage.FOLDER:
-                usage.write_usage(os.path.join(usage.FOLDER, f"owner-{name}.usage.json"), started)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        # No interpreter teardown: releasing the context, queues and buffers one by one only
-        # holds up the run's end (and NVIDIA's driver may abort in it); the system frees them.
-        os._exit(0)

@@ -514,7 +514,7 @@ def test_two_owners_a_device_give_the_same_records(indexes, paired, tmp_path, ca
 
 def test_the_command_line_forks_its_owner_and_workers_and_gives_the_same_records(indexes, paired, tmp_path):
     """``python -m bowmap`` (a process that has asked OpenCL nothing yet) forks its device owner
-    at the start and its host workers (bowmap.runtime.owner.OwnerProcess, runners.run_processes):
+    at the start and its host workers (bowmap.runtime.owner_process.OwnerProcess, runners.run_processes):
     the same records as the spawned layout, and one owner ran (its usage file)."""
     import subprocess
     import sys

@@ -30,15 +30,18 @@ def raises_in_another_thread(call) -> bool:
     return bool(raised)
 
 
-def owner_and_client(device, shared):
+def owner_and_client(device, shared, register_arenas=None):
     from bowmap.runtime.owner import DeviceOwner
     from bowmap.runtime.remote import RemoteDevice
 
-    owner = DeviceOwner(lambda: device, shared)
+    owner = DeviceOwner(lambda: device, shared, register_arenas=register_arenas)
     return owner, RemoteDevice(device.info, *owner.endpoint)
 
 
-def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(device, tmp_path):
+# Both ways of serving a batch: arenas registered with the driver (NVIDIA's default: the batch
+# queued at once, waited for at its end) or not (each copy after its queue is idle).
+@pytest.mark.parametrize("register_arenas", [False, True], ids=["pageable", "registered"])
+def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(device, tmp_path, register_arenas):
     from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
     from bowmap.align.extend.smith_waterman import PackedText, Scoring, SmithWaterman
     from bowmap.align.workers import owner_shared_buffers
@@ -47,7 +50,7 @@ def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(d
     genome = random_genome(rng, 5003)
     index = build_test_index(tmp_path, [("a", "".join("ACGT"[c] for c in genome[:3001])), ("b", "".join("ACGT"[c] for c in genome[3001:]))],
                              device_memory=1 << 16)
-    owner, remote = owner_and_client(device, lambda owned: owner_shared_buffers(index, owned))
+    owner, remote = owner_and_client(device, lambda owned: owner_shared_buffers(index, owned), register_arenas)
     try:
         local_blocks = [DeviceBlock(device, block) for block in index.blocks]
         remote_blocks = [DeviceBlock.of_owner(remote, number, block) for number, block in enumerate(index.blocks)]
@@ -120,7 +123,7 @@ def owner_process_and_client(device, prefix):
 
     from bowmap.align.workers import OwnerIndex
     from bowmap.runtime.devices import context_for_info
-    from bowmap.runtime.owner import OwnerProcess
+    from bowmap.runtime.owner_process import OwnerProcess
     from bowmap.runtime.remote import RemoteDevice
 
     owner = OwnerProcess(functools.partial(context_for_info, device.info), OwnerIndex(prefix), "test")
@@ -255,6 +258,29 @@ def test_buffers_are_made_with_their_batch_and_dropped_once_released_whatever_th
         owner.close()
 
 
+@pytest.mark.parametrize("register_arenas", [False, True], ids=["pageable", "registered"])
+def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, register_arenas):
+    """A batch whose bytes outgrow the thread's arena (16 MiB at first) gets a new one, mapped
+    (and registered) in place of the old, which is closed; its copies come back whole."""
+    import pyopencl as cl
+
+    from bowmap.runtime.devices import make_buffer, read_back
+
+    owner, remote = owner_and_client(device, lambda owned: {}, register_arenas)
+    try:
+        queue = remote.queue()
+        rng = np.random.default_rng(5)
+        for words in (1 << 20, 5 << 20, 9 << 20):  # 4, 20 and 36 MiB
+            data = rng.integers(0, 2**31, size=words, dtype=np.int32)
+            buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
+            queue.copy(buffer, data, is_blocking=False)
+            back = np.empty_like(data)
+            read_back(queue, back, buffer)
+            np.testing.assert_array_equal(back, data)
+    finally:
+        owner.close()
+
+
 def test_a_buffer_pool_gives_the_smallest_kept_buffer_that_fits_and_keeps_no_more_than_its_limit():
     from bowmap.runtime.owner import BufferPool
 
@@ -330,7 +356,7 @@ def test_a_forked_process_names_its_buffers_with_a_token_of_its_own():
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
 def test_an_owner_process_given_no_work_stops_when_closed():
     """A run's forked standby owner (see bowmap.align.run) that its layout did not need."""
-    from bowmap.runtime.owner import OwnerProcess
+    from bowmap.runtime.owner_process import OwnerProcess
 
     owner = OwnerProcess(start_method="fork")
     assert owner.process.is_alive() and owner.set_up_seconds == {}

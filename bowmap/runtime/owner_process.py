@@ -1,0 +1,134 @@
+"""A device owner (bowmap.runtime.owner.DeviceOwner) in a process of its own, one a device:
+:class:`OwnerProcess`, and the process's body."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+
+from bowmap.runtime import usage
+from bowmap.runtime.devices import forking_quietly
+from bowmap.runtime.owner import DeviceOwner
+
+
+
+class OwnerProcess:
+    """A :class:`DeviceOwner` in a process of its own, one a device.
+
+    Why: the owner's serving threads hold the GIL for every batch they unpack and launch; in the
+    run's main process they shared it with the reader and the writer, and two devices' owners
+    would share it with each other. Its own process gives each owner a GIL of its own.
+
+    The process starts at once and waits for its work: :meth:`serve` sends ``open_device`` and
+    ``shared`` (as DeviceOwner's, picklable); given here, they are sent at once. It is spawned,
+    or with ``start_method="fork"`` forked, which spares it the interpreter's start and the
+    imports (about 0.7 s of a run's start on the GPU machine): allowed only in a process that has
+    made no OpenCL call yet (see bowmap.runtime.devices.may_fork_device_users), so that the
+    child opens the driver itself. The socket's address is chosen here, so :attr:`endpoint` is
+    known at once; clients that come before the owner listens wait for it (see
+    bowmap.runtime.remote._connect). The process ends when :meth:`close` is called or this
+    process's end of the control pipe closes (this process died)."""
+
+    def __init__(self, open_device=None, shared=None, name: str = "device", start_method: str = "spawn"):
+        import multiprocessing
+        import signal
+        from multiprocessing.connection import arbitrary_address
+
+        context = multiprocessing.get_context(start_method)
+        self.authkey = secrets.token_bytes(32)
+        self.address = arbitrary_address("AF_UNIX")
+        self._control, child = context.Pipe()
+        self._set_up: dict | None = None
+        self.process = context.Process(target=_owner_process, args=(self.address, self.authkey, child),
+                                       daemon=True, name="bowmap-owner")
+        # SIGINT blocked while it starts, so a ^C then reaches this process alone (the owner
+        # ignores it: the run ends it through close()).
+        masked = hasattr(signal, "pthread_sigmask")
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if masked else None
+        try:
+            with forking_quietly():
+                self.process.start()
+        finally:
+            if masked:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        child.close()
+        if open_device is not None:
+            self.serve(open_device, shared, name)
+
+    def serve(self, open_device, shared, name: str = "device") -> OwnerProcess:
+        """Open the device and share its buffers (``name``: the owner's, in its usage file)."""
+        self._control.send(("serve", open_device, shared, name))
+        return self
+
+    @property
+    def endpoint(self) -> tuple:
+        """What a client needs to reach this owner (picklable): RemoteDevice's arguments after its info."""
+        return self.address, self.authkey, self.process.pid
+
+    @property
+    def set_up_seconds(self) -> dict:
+        """The owner's set-up times once it has reported them (else empty): context and upload."""
+        if self._set_up is None:
+            try:
+                if self._control.poll():
+                    status, value = self._control.recv()
+                    self._set_up = value if status == "ready" else {}
+            except (EOFError, OSError):
+                self._set_up = {}
+        return self._set_up or {}
+
+    def close(self) -> None:
+        try:
+            self._control.send("stop")
+        except (OSError, EOFError):
+            pass
+        self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout=5)
+        self._control.close()
+
+
+def _owner_process(address, authkey: bytes, control) -> None:
+    """An owner process's body: wait for its work (OwnerProcess.serve), serve until told to stop
+    or orphaned, then leave at once."""
+    import signal
+
+    started = time.monotonic()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the run stops the owner itself
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked, it has its parent's handler (see runners._worker_process)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    owner = None
+    name = "device"
+    try:
+        try:
+            message = control.recv()
+        except (EOFError, OSError):
+            message = "stop"  # the run's process is gone
+        if message != "stop":
+            _, open_device, shared, name = message
+            owner = DeviceOwner(open_device, shared, address, authkey)
+            try:
+                owner.wait_ready()
+                control.send(("ready", owner.set_up_seconds))
+            except BaseException as error:  # noqa: BLE001 - the clients get it with their requests
+                control.send(("failed", str(error)))
+            try:
+                control.recv()
+            except (EOFError, OSError):
+                pass  # the run's process is gone
+    finally:
+        if owner is not None:
+            owner.close()
+            if usage.FOLDER:
+                usage.write_usage(os.path.join(usage.FOLDER, f"owner-{name}.usage.json"), started)
+            if usage.TIMELINE:
+                owner.write_timeline(os.path.join(usage.FOLDER, f"owner-{name}.kernels.json"))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # No interpreter teardown: releasing the context, queues and buffers one by one only
+        # holds up the run's end (and NVIDIA's driver may abort in it); the system frees them.
+        os._exit(0)
