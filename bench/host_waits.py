@@ -1,6 +1,6 @@
 """Where a ``bowmap align`` run's processes spend their lives: one table from the usage files
 that ``BOWMAP_USAGE`` makes every process write (bowmap.runtime.usage), for one or more owner
-layouts side by side.
+layouts side by side; with ``--timeline``, the owners' kernels too (BOWMAP_TIMELINE).
 
 The GPU machine's runs are not CPU-bound (session 14: 29% of its 16 cores idle, the host workers
 active about 55% of their lives), so the question is what the workers wait for. For each run:
@@ -93,22 +93,67 @@ def rows_of(label: str, whole: float, kinds: dict[str, dict]) -> list[list[str]]
     return rows
 
 
-def run(args, owners: int, work: str) -> tuple[float, dict]:
+def union_seconds(intervals: list[tuple[int, int]]) -> float:
+    """Seconds covered by at least one of the (start, end) intervals (ns)."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total * 1e-9
+
+
+def timeline_rows(label: str, folder: str) -> list[list[str]]:
+    """With --timeline: the owners' kernels (BOWMAP_TIMELINE), over the middle 80% of the span
+    from the first kernel's start to the last one's end (the steady state): the GPU's busy share
+    (the union of the kernel intervals), the kernels' summed time over that union (how many ran
+    at once), then per kernel its count, mean time running and mean wait on the device between
+    its submission and its start."""
+    rows: list = []
+    for path in sorted(glob.glob(os.path.join(folder, "owner-*.kernels.json"))):
+        with open(path) as file:
+            kernels = json.load(file)
+        if not kernels:
+            continue
+        first, last = min(row[4] for row in kernels), max(row[5] for row in kernels)
+        low, high = first + (last - first) // 10, last - (last - first) // 10
+        clipped = [(max(row[4], low), min(row[5], high)) for row in kernels if row[5] > low and row[4] < high]
+        busy = union_seconds(clipped)
+        summed = sum(end - start for start, end in clipped) * 1e-9
+        span = (high - low) * 1e-9
+        rows.append([label, os.path.basename(path).split(".kernels")[0], f"{span:.2f} s", f"busy {busy:.2f} s ({100 * busy / span:.0f}%)",
+                     f"x{summed / busy:.1f} at once" if busy else "", ""])
+        by_name: dict[str, list] = {}
+        for name, _, queued, submitted, started, ended in kernels:
+            by_name.setdefault(name, []).append((ended - started, started - submitted, submitted - queued))
+        for name, times in sorted(by_name.items(), key=lambda item: -sum(run for run, _, _ in item[1])):
+            count = len(times)
+            rows.append([label, f"  {name}", f"{count}", f"run {1e-6 * sum(t[0] for t in times) / count:.2f} ms",
+                         f"waits on device {1e-6 * sum(t[1] for t in times) / count:.2f} ms",
+                         f"queued to submitted {1e-6 * sum(t[2] for t in times) / count:.2f} ms"])
+    return rows
+
+
+def run(args, owners: int, work: str) -> tuple[float, dict, list]:
     folder = tempfile.mkdtemp(prefix=f"usage{owners}-", dir=work)
     command = [sys.executable, "-m", "bowmap", "align", args.index, args.reads, *([args.mates] if args.mates else []),
                "-o", os.path.join(work, "out.sam"), "--no-progress", *(["--devices", args.devices] if args.devices else []),
                *(["-p", str(args.processes)] if args.processes else []), *shlex.split(args.align_args)]
-    environment = checkout_environment(BOWMAP_USAGE=folder, BOWMAP_OWNERS_PER_DEVICE=str(owners))
+    environment = checkout_environment(BOWMAP_USAGE=folder, BOWMAP_OWNERS_PER_DEVICE=str(owners),
+                                       BOWMAP_TIMELINE="1" if args.timeline else "0")
     started = time.perf_counter()
     done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
     whole = time.perf_counter() - started
     if done.returncode:
         raise SystemExit(f"host_waits: bowmap align failed:\n{done.stderr.strip()}")
-    return whole, usage_totals(folder)
+    return whole, usage_totals(folder), timeline_rows(f"{owners} owner(s) a device", folder) if args.timeline else []
 
 
-def render(rows: list[list[str]]) -> str:
-    header = ["run", "whole s", "process", "life s", "CPU", "owner answers / batches", "next chunk / device", "rest / own work"]
+def render(rows: list[list[str]], header: list[str] | None = None) -> str:
+    header = header or ["run", "whole s", "process", "life s", "CPU", "owner answers / batches", "next chunk / device", "rest / own work"]
     table = [header, *rows]
     widths = [max(len(row[column]) for row in table) for column in range(len(header))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table)
@@ -124,6 +169,8 @@ def main(argv=None) -> int:
     parser.add_argument("-p", "--processes", type=int, help="bowmap align -p (the owner layout needs 2 or more)")
     parser.add_argument("--align-args", default="", help="more bowmap align arguments, one string")
     parser.add_argument("--work", type=Path, default=HERE / "work" / "host_waits")
+    parser.add_argument("--timeline", action="store_true",
+                        help="also time every kernel on the owners' (profiling) queues: the GPU's busy share at steady state")
     args = parser.parse_args(argv)
     try:
         owner_counts = [int(word) for word in args.owners.split(",")]
@@ -138,12 +185,16 @@ def main(argv=None) -> int:
         if not Path(args.index + ".bmi").exists():
             subprocess.run([sys.executable, "-m", "bowmap", "-q", "index", str(DATA / "lambda_virus.fa"), args.index], check=True,
                            env=checkout_environment())
-    rows = []
+    rows, kernel_rows = [], []
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for owners in owner_counts:
-            whole, kinds = run(args, owners, work)
+            whole, kinds, timeline = run(args, owners, work)
             rows += rows_of(f"{owners} owner(s) a device", whole, kinds)
+            kernel_rows += timeline
     print(render(rows))
+    if kernel_rows:
+        print()
+        print(render(kernel_rows, ["run", "owner / kernel", "span / count", "GPU busy / run", "at once / waits", "submission"]))
     return 0
 
 
