@@ -296,5 +296,19 @@ def run_measured(command: list[str], log_path: Path, stdout_path: Path | None = 
     return measured.seconds, measured.peak_rss_kib
 
 
+def union_seconds(intervals) -> float:
+    """Seconds covered by at least one of the (start, end) intervals, in ns (OpenCL's profiling
+    clock): a GPU's busy time from its kernels' intervals, which overlap where they ran at once."""
+    total, reach = 0, None
+    for start, end in sorted(intervals):
+        if reach is None or start > reach:
+            total += end - start
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total * 1e-9
+
+
 def fmt(value, spec: str, missing: str = "-") -> str:
     return missing if value is None else format(value, spec)

@@ -41,6 +41,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DATA = ROOT / "data"
+sys.path.insert(0, str(HERE))
+
+from harness import union_seconds  # noqa: E402
 
 
 def checkout_environment(**more: str) -> dict:
@@ -91,19 +94,6 @@ def rows_of(label: str, whole: float, kinds: dict[str, dict]) -> list[list[str]]
         rows.append([label, "", "first process", f"{parent['age']:.2f}", share(parent["cpu"], parent["age"]),
                      f"writing {parent['waits'].get('writing', 0.0):.2f} s", "", ""])
     return rows
-
-
-def union_seconds(intervals: list[tuple[int, int]]) -> float:
-    """Seconds covered by at least one of the (start, end) intervals (ns)."""
-    total, reach = 0, None
-    for start, end in sorted(intervals):
-        if reach is None or start > reach:
-            total += end - start
-            reach = end
-        elif end > reach:
-            total += end - reach
-            reach = end
-    return total * 1e-9
 
 
 def timeline_rows(label: str, folder: str) -> list[list[str]]:

@@ -32,11 +32,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
 import pyopencl as cl  # noqa: E402
 
 from bowmap.cli import main as bowmap  # noqa: E402
 from bowmap.runtime import devices  # noqa: E402
+from harness import union_seconds  # noqa: E402
 
 PER_READS = 100_000
 
@@ -81,17 +83,8 @@ class Recorder:
     def busy(self) -> float:
         """Seconds in which at least one kernel ran: the union of the kernels' intervals (the
         queues' kernels overlap, so this is at most their sum)."""
-        intervals = sorted((event.profile.start, event.profile.end) for name, event in self.events
-                           if event is not None and not name.startswith("copy"))
-        total, reach = 0, None
-        for start, end in intervals:
-            if reach is None or start > reach:
-                total += end - start
-                reach = end
-            elif end > reach:
-                total += end - reach
-                reach = end
-        return total * 1e-9
+        return union_seconds((event.profile.start, event.profile.end) for name, event in self.events
+                             if event is not None and not name.startswith("copy"))
 
 
 def first_reads(reads: Path, count: int, folder: Path) -> Path:
