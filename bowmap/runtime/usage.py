@@ -17,7 +17,7 @@ import time
 
 FOLDER = os.environ.get("BOWMAP_USAGE") or os.environ.get("BOWMAP_PROFILE") or None
 # BOWMAP_TIMELINE=1 with BOWMAP_USAGE: device owners make their queues with profiling on and
-# write every kernel's (name, queued, submitted, started, ended) to FOLDER (DeviceOwner).
+# write every kernel's (name, queue, queued, submitted, started, ended) to FOLDER (DeviceOwner).
 TIMELINE = FOLDER is not None and os.environ.get("BOWMAP_TIMELINE") == "1"
 COUNTING = FOLDER is not None  # the waits are summed only then
 _WAITS: dict[str, list] = {}
