@@ -13,7 +13,6 @@ from bowmap.runtime.devices import forking_quietly
 from bowmap.runtime.owner import DeviceOwner
 
 
-
 class OwnerProcess:
     """A :class:`DeviceOwner` in a process of its own, one a device.
 
