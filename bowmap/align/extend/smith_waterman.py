@@ -41,14 +41,13 @@ import pyopencl as cl
 
 from bowmap.runtime.arrays import lexsort, segment_ranges
 from bowmap.runtime.devices import (
+    DeferredReads,
     DeviceArray,
     DeviceContext,
     ReusedBuffer,
-    enqueue_copy,
     make_buffer,
     make_kernel,
     nvidia_compute_capability,
-    read_back,
 )
 from bowmap.runtime.errors import BowmapError
 
@@ -58,6 +57,10 @@ SCORE_LIMIT = 1000  # each scoring parameter: keeps every sum far from int32 ove
 SHORT_SCORE_LIMIT = 30000  # |H|, |F| below this: the boundary row is stored as 16-bit pairs
 PACKED_MARGIN = 2700  # gap and substitution costs below this keep packed lanes inside int16
 LONGEST_SEQUENCE = 1 << 20  # read or window length limit (int32 scores with SCORE_LIMIT)
+# CIGAR operations a traced pair's row brings back with its scores (SmithWaterman.traceback):
+# short reads' alignments need a handful (40,000 of mason's 2x150 reads on chr20: at most 9); a wider CIGAR
+# costs one more read-back (of every traced row's remaining columns).
+CIGAR_COLUMNS = 16
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,7 @@ class SmithWaterman:
         self._inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(9)]
         self._group_inputs = [ReusedBuffer(context, mf.READ_ONLY) for _ in range(3)]
         self._sent_reads = ReusedBuffer(context, mf.READ_ONLY)  # send_reads' (apart: calls do not overwrite it)
+        self.sent_reads: DeviceArray | None = None  # the latest send_reads' (the SAM fields read them too)
         self._boundary = ReusedBuffer(context, mf.READ_WRITE)
         self._directions = ReusedBuffer(context, mf.READ_WRITE)
         self._results = ReusedBuffer(context, mf.WRITE_ONLY)
@@ -398,7 +402,8 @@ class SmithWaterman:
     def send_reads(self, read_codes) -> DeviceArray:
         """Read codes sent once, given as ``read_codes`` to several calls (a chunk's scoring,
         its rescue's and its traceback)."""
-        return self._sent_reads.send(self.queue, np.ascontiguousarray(read_codes, dtype=np.uint8))
+        self.sent_reads = self._sent_reads.send(self.queue, np.ascontiguousarray(read_codes, dtype=np.uint8))
+        return self.sent_reads
 
     def best(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
         """Best score and end cell of every pair: (score, read_end, window_end), int32 arrays,
@@ -421,6 +426,7 @@ class SmithWaterman:
         kernel, group = self._kernel("sw_score", wide, pairs.window_codes)
         element = 8 if wide else 4
         self._m = pairs.m
+        reads, parts = DeferredReads(self.queue), []
         for start, stop, _ in self._launches(count, group, pairs.n, element):
             size = stop - start
             global_size = -(-size // group) * group
@@ -433,9 +439,11 @@ class SmithWaterman:
                 self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size),
                 boundary, cl.LocalMemory(self._profile_bytes(group)), output,
             ))
-            part = np.empty((3, size), dtype=np.int32)
-            read_back(self.queue, part, output)
-            launched[:, start:stop] = part
+            parts.append((np.empty((3, size), dtype=np.int32), slice(start, stop)))
+            reads.add(parts[-1][0], output)
+        reads.wait()  # one synchronisation for every launch
+        for part, slots in parts:
+            launched[:, slots] = part
         results[:, pairs.order] = launched
         return results[0], results[1], results[2]
 
@@ -444,6 +452,7 @@ class SmithWaterman:
         kernel, group = self._kernel("sw_score_twins", False, pairs.window_codes)
         first, second = twins(pairs.m)
         self._m = pairs.m[first]
+        reads, parts = DeferredReads(self.queue), []
         for start, stop, _ in self._launches(len(first), group, pairs.n[first], 8):
             size = stop - start
             global_size = -(-size // group) * group
@@ -456,8 +465,10 @@ class SmithWaterman:
             self.last_kernel_events.append(kernel(
                 self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size), boundary, output,
             ))
-            part = np.empty((3, 2 * size), dtype=np.int32)
-            read_back(self.queue, part, output)
+            parts.append((np.empty((3, 2 * size), dtype=np.int32), slots))
+            reads.add(parts[-1][0], output)
+        reads.wait()  # one synchronisation for every launch
+        for part, slots in parts:
             launched[:, slots] = part  # a pair twinned with itself writes its result twice
 
     def traceback(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
@@ -484,7 +495,6 @@ class SmithWaterman:
         sequences = self._upload_sequences(pairs)
         self._m = pairs.m
         results = np.zeros((6, count), dtype=np.int32)
-        cigar_parts, cigar_row_offsets = [], []
         # Direction words of work-group g: its most tiles x its longest window x group size.
         all_groups = -(-count // group)
         padded_tiles = np.zeros(all_groups * group, dtype=np.int64)
@@ -492,6 +502,17 @@ class SmithWaterman:
         padded_tiles[:count], padded_columns[:count] = tiles, pairs.n
         all_group_columns = padded_columns.reshape(all_groups, group).max(axis=1)
         all_group_words = padded_tiles.reshape(all_groups, group).max(axis=1) * all_group_columns * group
+        # Pair i (launch order) writes its operations to row i of one (count x pitch) table that
+        # every launch shares, and only the table's first columns come back: CIGAR_COLUMNS of
+        # them with the scores (one synchronisation for all launches), the rest, up to the
+        # longest CIGAR, only where some CIGAR is longer (a second one).
+        pitch = int(capacity.max())
+        if count * pitch >= 2**32:
+            raise BowmapError("too many CIGAR operations in one traceback")
+        cigar_device = self._cigar.at_least(count * pitch * 4)
+        head_columns = min(CIGAR_COLUMNS, pitch)
+        head = np.empty((count, head_columns), dtype=np.uint32)
+        reads, parts = DeferredReads(self.queue), []
         for start, stop, group_slice in self._launches(count, group, pairs.n, element, all_group_words * word):
             size = stop - start
             global_size = -(-size // group) * group
@@ -500,14 +521,7 @@ class SmithWaterman:
             direction_offsets = (np.cumsum(group_words) - group_words).astype(np.uint64)
             directions = self._directions.at_least(max(1, int(group_words.sum())) * word)
             boundary = self._boundary.at_least((int(group_columns.max()) + 1) * global_size * element)
-            # Pair i's operations go to row i of a (size x pitch) table: only the first columns,
-            # as many as the longest CIGAR, are read back (a 2-D read), not the whole table.
-            pitch = int(capacity[start:stop].max())
-            cigar_offsets = np.arange(size, dtype=np.int64) * pitch
-            cigar_total = size * pitch
-            if cigar_total >= 2**32:
-                raise BowmapError("too many CIGAR operations in one traceback launch")
-            cigar_device = self._cigar.at_least(cigar_total * 4)
+            cigar_offsets = np.arange(start, stop, dtype=np.int64) * pitch
             pair_buffers = [staging.upload(self.queue, array[start:stop]) for staging, array in
                             zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
             group_buffers = [staging.upload(self.queue, array) for staging, array in zip(
@@ -519,21 +533,25 @@ class SmithWaterman:
                 cigar_device, group_buffers[2], output,
             ))
             part = np.empty((6, size), dtype=np.int32)
-            read_back(self.queue, part, output)
+            parts.append((part, start, stop))
+            reads.add(part, output)
+        reads.add_columns(head, cigar_device, pitch)
+        reads.wait()
+        for part, start, stop in parts:
             results[:, start:stop] = part
-            longest = int(part[5].max())
-            cigar_host = np.empty((size, longest), dtype=np.uint32)
-            if longest:
-                enqueue_copy(
-                    self.queue, cigar_host, cigar_device, buffer_origin=(0, 0), host_origin=(0, 0),
-                    region=(4 * longest, size), buffer_pitches=(4 * pitch,), host_pitches=(4 * longest,), is_blocking=True,
-                )
-            cigar_row_offsets.append(np.arange(size, dtype=np.int64) * longest + sum(p.size for p in cigar_parts))
-            cigar_parts.append(cigar_host.reshape(-1))
-        # Back to the caller's order, the CIGARs compacted: operation k of pair p sits at its
-        # row offset + k in the concatenated launch outputs (rows as wide as the launch's longest).
-        row_offsets = np.concatenate(cigar_row_offsets)
-        all_cigars = np.concatenate(cigar_parts)
+        longest = int(results[5].max())
+        table = head
+        if longest > head_columns:  # a CIGAR wider than the columns read: the rest of the rows
+            table = np.empty((count, longest), dtype=np.uint32)
+            table[:, :head_columns] = head
+            tail = np.empty((count, longest - head_columns), dtype=np.uint32)
+            reads.add_columns(tail, cigar_device, pitch, head_columns)
+            reads.wait()
+            table[:, head_columns:] = tail
+        # Back to the caller's order, the CIGARs compacted: operation k of pair p (launch order)
+        # sits at table row p, column k.
+        all_cigars = table.reshape(-1)
+        row_offsets = np.arange(count, dtype=np.int64) * table.shape[1]
         unordered = np.empty_like(results)
         unordered[:, pairs.order] = results
         caller_row_offsets = np.empty(count, dtype=np.int64)

@@ -110,7 +110,7 @@ class SeedFilter:
             device_windows.run(rounds, lengths)
             weak = device_windows.best_support() <= 1
             if options.reseed_length and weak.any():
-                device_windows.run(rounds + [reseeded(weak)], lengths, only=weak)
+                device_windows.run(rounds + [reseeded(weak)], lengths, only=weak, fetch=True)
             return device_windows.fetch()
         windows = self._merge_on_host(*_joined(rounds), lengths)
         best_support = np.zeros(len(lengths), dtype=np.int64)
@@ -160,7 +160,7 @@ class SeedFilter:
         seeds = extract_seeds(codes, reverse_codes, read_offsets, self.options, only=only, interval=self.options.rescue_interval, joined=joined)
         if self._windows_on_device(lengths):
             hits, _ = self._round(seeds, len(lengths), 0, True, sent)
-            self.device_windows.run([hits], lengths)
+            self.device_windows.run([hits], lengths, fetch=True)
             return self.device_windows.fetch()
         hits, _ = self._hits(seeds, len(lengths))
         return self._merge_on_host(*hits, lengths)
@@ -369,6 +369,7 @@ class DeviceWindows:
         self._scratch = [ReusedBuffer(context, mf.READ_WRITE) for _ in range(4)]
         self._outputs = [ReusedBuffer(context, mf.WRITE_ONLY) for _ in range(4)]
         self._last: tuple | None = None  # the latest run's (counts, meta, start and end buffers)
+        self._fetched: tuple | None = None  # its (start, end) where it read them (run's fetch)
 
     @staticmethod
     def fits(index: FMIndex) -> bool:
@@ -386,11 +387,12 @@ class DeviceWindows:
         index's longest, so only callers that skip it (tests) meet the host path instead."""
         return int(np.max(lengths, initial=0)) <= self.longest_read
 
-    def run(self, rounds: list, lengths, only=None) -> None:
+    def run(self, rounds: list, lengths, only=None, fetch: bool = False) -> None:
         """The kernel over every read of ``lengths`` and its hits of ``rounds``; reads back the
-        windows' count and weights of each read, not the windows themselves. With ``only`` (a
-        mask of the reads), the other reads keep the windows of the latest run."""
-        from bowmap.runtime.devices import read_back
+        windows' count and weights of each read, and only with ``fetch`` the windows themselves
+        (in the same synchronisation; else :meth:`fetch` reads them). With ``only`` (a mask of the
+        reads), the other reads keep the windows of the latest run."""
+        from bowmap.runtime.devices import DeferredReads
 
         count = len(lengths)
         lengths = np.asarray(lengths, dtype=np.int64)
@@ -419,8 +421,16 @@ class DeviceWindows:
                 self.queue, (global_size,), (self._group,), *sources, np.uint32(len(rounds)), mask, np.uint32(only is not None), length_buffer,
                 self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs,
             )
-            read_back(self.queue, window_count, outputs[0], meta, outputs[3])
+            reads = DeferredReads(self.queue)
+            reads.add(window_count, outputs[0])
+            reads.add(meta, outputs[3])
+            if fetch:
+                start, end = self._ends(count)
+                reads.add(start, outputs[1])
+                reads.add(end, outputs[2])
+            reads.wait()
         self._last = (window_count, meta, outputs[1], outputs[2])
+        self._fetched = (start, end) if count and fetch else None
 
     def best_support(self) -> np.ndarray:
         """The latest run's weight of each read's best window (0: no window)."""
@@ -433,9 +443,12 @@ class DeviceWindows:
         from bowmap.runtime.devices import read_back
 
         window_count, meta, start_buffer, end_buffer = self._last
-        start, end = np.zeros(len(meta), dtype=np.uint32), np.zeros(len(meta), dtype=np.uint32)
-        if len(window_count):
-            read_back(self.queue, start, start_buffer, end, end_buffer)
+        if self._fetched is not None:
+            start, end = self._fetched
+        else:
+            start, end = self._ends(len(window_count))
+            if len(window_count):
+                read_back(self.queue, start, start_buffer, end, end_buffer)
         kept = np.flatnonzero(prefix_mask(window_count, self.limit).reshape(-1))
         meta = meta[kept]
         return Windows(
@@ -445,6 +458,10 @@ class DeviceWindows:
             end=end[kept].astype(np.int64),
             hits=(meta & np.uint32(0x3FFFFFFF)).astype(np.int64),
         )
+
+    def _ends(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Host arrays for the start and end of every window slot of ``count`` reads."""
+        return np.zeros(count * self.limit, dtype=np.uint32), np.zeros(count * self.limit, dtype=np.uint32)
 
     def _send(self, hits: tuple, count: int, staging: HitBuffers) -> DeviceHits:
         """A host round of hits (read, reverse, position, read offset, seed length), grouped
