@@ -1,7 +1,7 @@
 """OpenCL C kernel sources of bowmap, shipped as package data (``bowmap.opencl``).
 
-Grouped as the Python code is: ``align/`` (FM search, seed windows, Smith-Waterman; owners in
-:mod:`bowmap.align`) and ``modules/`` (the extra kernel modules; owners in :mod:`bowmap.modules`).
+Grouped as the Python code is: ``align/`` (FM search, seed windows, Smith-Waterman, SAM fields;
+owners in :mod:`bowmap.align`) and ``modules/`` (the extra kernel modules; owners in :mod:`bowmap.modules`).
 Each ``.cl`` file has exactly one Python owner module, which builds it through
 :func:`bowmap.runtime.devices.DeviceContext.program` (by its path here, ``"align/fm_search.cl"``)
 and is the only code that launches its kernels. ``#include "x.h"`` names a header beside the

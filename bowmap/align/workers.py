@@ -5,6 +5,7 @@ what they hand the writer (:class:`ChunkResult`), the start of a worker process
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 
@@ -70,6 +71,9 @@ class DeviceWorker:
         # The rescue seeds on the extend stage's queue: the two stages may run in two threads.
         self.rescue_filter = SeedFilter(index, device_blocks, searcher(extend_queue), options.seed)
         self.device_text = device_text  # the packed reference on the device: windows are read there
+        from bowmap.align.output.sam_fields import SamFields
+
+        self.sam_fields = SamFields(device, extend_queue, device_text)  # CIGAR, NM and MD on the extend stage's queue
 
     def seed(self, chunk):
         from bowmap.align.reads import as_chunk
@@ -88,7 +92,10 @@ class DeviceWorker:
         alignments = extend_chunk(*stage)
         proper = int(alignments.proper[alignments.primary_rows()].sum()) if chunk.paired else 0
         read_group_id = self.options.read_group[0] if self.options.read_group else None
-        text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring)
+        sent = self.smith_waterman.sent_reads  # the chunk's read codes, on the device since its extend stage
+        fields = functools.partial(self.sam_fields.fields, sent) if sent is not None and sent.host is chunk.both_codes else None
+        text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring,
+                            fields_on_device=fields)
         from bowmap.align.extend.mapq import NO_SCORE
 
         primary = alignments.primary_rows() & alignments.mapped  # one row a mapped read

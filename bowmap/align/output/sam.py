@@ -226,7 +226,13 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
     if alignments.secondary is not None:
         hidden = alignments.secondary[rows] & (partner < 0)
 
-    fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context)
+    if context.device_fields is not None:  # the batch's mapped rows: a run of the chunk's
+        lines, made = context.device_fields
+        first = int(np.searchsorted(lines, rows[0]))
+        taken = slice(first, first + len(mapped_rows))
+        fields = _Cigars(made.cigar[taken], made.cigar_lengths[taken], made.edit_distance[taken], made.md[taken], made.md_lengths[taken], made.span[taken])
+    else:
+        fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context)
     # CIGAR of every line ('*' unmapped), as SA and MC name them: with soft clips.
     if all_mapped:
         cigar, cigar_lengths = fields.cigar, fields.cigar_lengths
@@ -334,6 +340,27 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
         lines += _alternatives_tag(alignments, rows, reads, context.alternatives)
     lines.append((*constant_rows(b"\n", count), None))
     return assemble(count, lines)[0]
+
+
+def _fields_on_device(chunk, alignments, rows, context, fields_on_device) -> tuple | None:
+    """The mapped lines of ``rows`` and their fields made on the device (see format_chunk), or
+    None where a line is wrong (the reference, _alignment_fields, then raises its message)."""
+    reference = context.reference
+    lines = rows[alignments.mapped[rows]]
+    reads = context.read_index[lines]
+    contig = alignments.contig[lines].astype(np.int64)
+    position = alignments.position[lines].astype(np.int64)
+    if ((contig < 0) | (contig >= len(reference.contig_lengths)) | (position < 0)).any():
+        return None
+    op_first = np.asarray(alignments.cigar_offsets, dtype=np.int64)[lines]
+    op_count = np.asarray(alignments.cigar_offsets, dtype=np.int64)[lines + 1] - op_first
+    contig_start = reference.contig_starts[contig]
+    made = fields_on_device(
+        np.asarray(alignments.cigar_ops, dtype=np.uint32), op_first, op_count,
+        chunk.offsets[reads] + np.where(alignments.reverse[lines], len(chunk.codes), 0), context.read_lengths[reads],
+        contig_start + position, contig_start + reference.contig_lengths[contig],
+    )
+    return None if made is None else (lines, made)
 
 
 def _split_tag(partner, rname, position, reverse, cigar, cigar_lengths, mapq, edit_distance, context) -> list:
@@ -471,16 +498,20 @@ class _Context:
     split_names: tuple  # '\tSA:Z:' and each contig's name (then '*')
     alternative_names: tuple  # each contig's name (then '*')
     alternatives: _Alternatives | None = None  # the XA text of the chunk's reads
+    device_fields: tuple | None = None  # (mapped rows, their sam_fields.Fields) made on the device
 
 
-def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None) -> bytes:
+def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None,
+                 fields_on_device=None) -> bytes:
     """SAM text (no header) of one chunk, lines in input order.
 
     ``chunk`` is the reader's ReadChunk; ``reference_text`` a :class:`ReferenceText` (contig
     names for RNAME, reference codes for NM/MD). MAPQ is ``alignments.mapq`` when given, else
     :func:`mapping_quality` under ``scoring``; secondary lines get MAPQ 0. Unmapped reads are
     written (FLAG 4) only when ``write_unaligned``. A CIGAR that disagrees with its read or runs
-    past its contig raises ValueError (a bug upstream, not a user error).
+    past its contig raises ValueError (a bug upstream, not a user error). ``fields_on_device``:
+    :meth:`bowmap.align.output.sam_fields.SamFields.fields` with the chunk's read codes on its
+    device (a partial): the CIGAR, NM and MD of the mapped lines are made there, once a chunk.
     """
     rows_total = len(alignments.mapped)
     read_index = np.arange(chunk.count, dtype=np.int64) if alignments.read_index is None else np.asarray(alignments.read_index, dtype=np.int64)
@@ -526,6 +557,8 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         alternative_names=table_rows([name.encode() for name in reference_text.contig_names] + [b"*"]),
     )
     context.alternatives = _alternatives_text(chunk, alignments, rows, context)
+    if fields_on_device is not None:
+        context.device_fields = _fields_on_device(chunk, alignments, rows, context, fields_on_device)
     # Bytes a line's fields may take (SEQ, QUAL, name, CIGAR at 11 a op, MD, fixed): the batch size.
     op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
     width = 4 * read_lengths[read_index[rows]] + name_lengths[read_index[rows]] + 12 * op_counts + 160
