@@ -55,13 +55,17 @@ class SamFields:
         = X, a clip inside, other bases than its read's, past its contig): the reference then
         says which and how."""
         lines = len(op_first)
+        if lines == 0:
+            empty, none = np.zeros((0, 1), dtype=np.uint8), np.zeros(0, dtype=np.int64)
+            return Fields(empty, none, empty, none, none, none)
         op_count = np.asarray(op_count, dtype=np.int64)
         ops = np.ascontiguousarray(ops, dtype=np.uint32)
         # Bounds of the texts (never exceeded): a CIGAR operation takes at most 10 digits and
         # its letter; MD at most three bytes a reference base (a count digit, a letter: "0A";
-        # a deleted base) and two a operation, and the final count.
+        # a deleted base) and two a operation, and the final count. A line's bases are bounded
+        # by the sum of the operations from its first to the next line's first (its own at least).
         lengths = (ops >> np.uint32(4)).astype(np.int64)
-        covered = np.add.reduceat(lengths, np.minimum(np.asarray(op_first, dtype=np.int64), len(ops) - 1)) if len(ops) and lines else np.zeros(lines, np.int64)
+        covered = np.add.reduceat(lengths, np.minimum(np.asarray(op_first, dtype=np.int64), len(ops) - 1)) if len(ops) else np.zeros(lines, np.int64)
         covered = np.where(op_count > 0, covered, 0)
         cigar_pitch = max(1, 11 * int(op_count.max(initial=0)))
         md_pitch = max(1, 3 * int(covered.max(initial=0)) + 2 * int(op_count.max(initial=0)) + 11)
@@ -73,9 +77,6 @@ class SamFields:
         md = self._md.at_least(max(1, lines * md_pitch))
         values_buffer = self._values.at_least(max(1, 5 * lines * 4))
         values = np.zeros((5, lines), dtype=np.int32)
-        if lines == 0:
-            empty = np.zeros((0, 1), dtype=np.uint8)
-            return Fields(empty, np.zeros(0, np.int64), empty, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
         self._kernel(
             self.queue, (-(-lines // self._group) * self._group,), (self._group,), *buffers, read_codes.buffer,
             self.text.buffer, self.text.ambiguous, np.uint32(lines), np.uint32(cigar_pitch), np.uint32(md_pitch), cigar, md, values_buffer,
