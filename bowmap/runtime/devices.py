@@ -506,6 +506,17 @@ class DeferredReads:
             self.add(host, table, buffer_origin=(size * first, 0), host_origin=(0, 0), region=(size * columns, rows),
                      buffer_pitches=(size * pitch,), host_pitches=(size * columns,))
 
+    def add_rest(self, head: np.ndarray, table, pitch: int, longest: int) -> np.ndarray:
+        """Rows read in two steps: ``head`` holds (after a wait) their first columns
+        (:meth:`add_columns`); queue the read of the columns after them up to ``longest`` into a
+        new matrix, returned (no columns where no row is longer; :func:`joined_columns` then
+        joins the two)."""
+        import numpy as np
+
+        rest = np.empty((head.shape[0], max(0, longest - head.shape[1])), dtype=head.dtype)
+        self.add_columns(rest, table, pitch, head.shape[1])
+        return rest
+
     def wait(self) -> None:
         """Wait, sleeping (:func:`wait_idle`), until every queued copy has landed (no wait when
         none was queued)."""
@@ -514,6 +525,13 @@ class DeferredReads:
         self._pending = 0
         wait_idle(self.queue)  # a remote queue's wait is a round trip that fills the host arrays
         self._events.clear()  # complete: dropping them waits for nothing
+
+
+def joined_columns(head: np.ndarray, rest: np.ndarray) -> np.ndarray:
+    """The rows of :meth:`DeferredReads.add_rest`, whole: ``head`` itself when ``rest`` is empty."""
+    import numpy as np
+
+    return np.concatenate((head, rest), axis=1) if rest.shape[1] else head
 
 
 def make_buffer(context, flags, size: int = 0, hostbuf=None):

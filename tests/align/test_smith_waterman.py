@@ -8,6 +8,7 @@ import pytest
 
 from bowmap.align.references import smith_waterman as reference
 from bowmap.align.extend.smith_waterman import (
+    CIGAR_COLUMNS,
     OP_D,
     OP_I,
     OP_M,
@@ -245,6 +246,7 @@ def test_long_reads_wide_scores_and_split_launches(device):
         check_invariants(scoring, arrays, traced)
         expected = reference.traceback(scoring, *sequences, unique_reads, unique_windows)
         score, read_start, read_end, window_start, window_end, ops, offsets, lengths = traced
+        assert int(lengths.max()) > CIGAR_COLUMNS  # CIGARs past the columns read with the scores too
         for pair, unique in enumerate(repeats):
             assert (score[pair], read_start[pair], read_end[pair], window_start[pair], window_end[pair]) == tuple(
                 int(array[unique]) for array in expected[:5]

@@ -45,6 +45,7 @@ from bowmap.runtime.devices import (
     DeviceArray,
     DeviceContext,
     ReusedBuffer,
+    joined_columns,
     make_buffer,
     make_kernel,
     nvidia_compute_capability,
@@ -510,8 +511,7 @@ class SmithWaterman:
         if count * pitch >= 2**32:
             raise BowmapError("too many CIGAR operations in one traceback")
         cigar_device = self._cigar.at_least(count * pitch * 4)
-        head_columns = min(CIGAR_COLUMNS, pitch)
-        head = np.empty((count, head_columns), dtype=np.uint32)
+        head = np.empty((count, min(CIGAR_COLUMNS, pitch)), dtype=np.uint32)
         reads, parts = DeferredReads(self.queue), []
         for start, stop, group_slice in self._launches(count, group, pairs.n, element, all_group_words * word):
             size = stop - start
@@ -539,15 +539,9 @@ class SmithWaterman:
         reads.wait()
         for part, start, stop in parts:
             results[:, start:stop] = part
-        longest = int(results[5].max())
-        table = head
-        if longest > head_columns:  # a CIGAR wider than the columns read: the rest of the rows
-            table = np.empty((count, longest), dtype=np.uint32)
-            table[:, :head_columns] = head
-            tail = np.empty((count, longest - head_columns), dtype=np.uint32)
-            reads.add_columns(tail, cigar_device, pitch, head_columns)
-            reads.wait()
-            table[:, head_columns:] = tail
+        rest = reads.add_rest(head, cigar_device, pitch, int(results[5].max()))  # CIGARs wider than the head, if any
+        reads.wait()
+        table = joined_columns(head, rest)
         # Back to the caller's order, the CIGARs compacted: operation k of pair p (launch order)
         # sits at table row p, column k.
         all_cigars = table.reshape(-1)

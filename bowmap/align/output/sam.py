@@ -111,8 +111,9 @@ class ChunkAlignments:
 
 
 @dataclass
-class _Cigars:
-    """CIGAR, NM and MD of mapped lines (CIGAR and MD as left-aligned rows, see sam_text)."""
+class LineFields:
+    """CIGAR, NM and MD of mapped lines (CIGAR and MD as left-aligned rows, see sam_text), made
+    here (_alignment_fields) or on the device (bowmap.align.output.sam_fields)."""
 
     cigar: np.ndarray
     cigar_lengths: np.ndarray
@@ -121,8 +122,13 @@ class _Cigars:
     md_lengths: np.ndarray | None
     span: np.ndarray  # reference bases each alignment covers
 
+    def take(self, rows) -> LineFields:
+        """The lines ``rows`` (a slice: views, no copies)."""
+        return LineFields(*(None if value is None else value[rows] for value in (
+            self.cigar, self.cigar_lengths, self.edit_distance, self.md, self.md_lengths, self.span)))
 
-def _alignment_fields(chunk, alignments, rows, reads, reverse, context, with_md: bool = True) -> _Cigars:
+
+def _alignment_fields(chunk, alignments, rows, reads, reverse, context, with_md: bool = True) -> LineFields:
     """CIGAR text, NM and MD (unless not ``with_md``) for mapped alignment ``rows`` (of ``reads``,
     ``reverse`` where the reverse complement aligns), vectorised over every operation and every
     aligned base. NM and MD follow samtools calmd: a base matches only when read and reference
@@ -192,7 +198,7 @@ def _alignment_fields(chunk, alignments, rows, reads, reverse, context, with_md:
         mismatch_code = reference_codes[mismatch_run, mismatch_column]
         mismatch_offset = reference_before[mismatch_op] + mismatch_column
         md, md_lengths = md_rows(reference, span, op_row, op_length, op_code, reference_before, text_start, mismatch_row, mismatch_offset, mismatch_code)
-    return _Cigars(cigar, cigar_lengths, edit_distance, md, md_lengths, span)
+    return LineFields(cigar, cigar_lengths, edit_distance, md, md_lengths, span)
 
 
 # Codes 0..4 -> SEQ letters (anything above 4 is N, as the reader never makes), and the same
@@ -229,8 +235,7 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
     if context.device_fields is not None:  # the batch's mapped rows: a run of the chunk's
         lines, made = context.device_fields
         first = int(np.searchsorted(lines, rows[0]))
-        taken = slice(first, first + len(mapped_rows))
-        fields = _Cigars(made.cigar[taken], made.cigar_lengths[taken], made.edit_distance[taken], made.md[taken], made.md_lengths[taken], made.span[taken])
+        fields = made.take(slice(first, first + len(mapped_rows)))
     else:
         fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context)
     # CIGAR of every line ('*' unmapped), as SA and MC name them: with soft clips.
@@ -498,7 +503,7 @@ class _Context:
     split_names: tuple  # '\tSA:Z:' and each contig's name (then '*')
     alternative_names: tuple  # each contig's name (then '*')
     alternatives: _Alternatives | None = None  # the XA text of the chunk's reads
-    device_fields: tuple | None = None  # (mapped rows, their sam_fields.Fields) made on the device
+    device_fields: tuple | None = None  # (mapped rows, their LineFields) made on the device
 
 
 def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None,

@@ -7,31 +7,17 @@ fields took a sixth of a worker's time (py-spy)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pyopencl as cl
 
-from bowmap.runtime.devices import DeferredReads, DeviceArray, ReusedBuffer, make_kernel, work_group_size
+from bowmap.align.output.sam import LineFields
+from bowmap.runtime.devices import DeferredReads, DeviceArray, ReusedBuffer, joined_columns, make_kernel, work_group_size
 
 SOURCE = "align/sam_fields.cl"
 # Bytes of each line's CIGAR and MD texts that come back with the lengths (one synchronisation);
 # only where a text is longer, the rest of every line's row, in a second one. A 150-base read's
 # CIGAR and MD take a handful of bytes (a few mismatches, an indel).
 HEAD_BYTES = 32
-
-
-@dataclass
-class Fields:
-    """The fields of some lines: CIGAR and MD texts as left-aligned rows (uint8 matrices, past a
-    row's length unspecified) and their lengths, NM, and the reference bases each covers."""
-
-    cigar: np.ndarray
-    cigar_lengths: np.ndarray
-    md: np.ndarray
-    md_lengths: np.ndarray
-    edit_distance: np.ndarray
-    span: np.ndarray
 
 
 class SamFields:
@@ -47,7 +33,7 @@ class SamFields:
         self._inputs = [ReusedBuffer(context, cl.mem_flags.READ_ONLY) for _ in range(7)]
         self._cigar, self._md, self._values = (ReusedBuffer(context, cl.mem_flags.WRITE_ONLY) for _ in range(3))
 
-    def fields(self, read_codes: DeviceArray, ops, op_first, op_count, read_start, read_length, text_start, text_end) -> Fields | None:
+    def fields(self, read_codes: DeviceArray, ops, op_first, op_count, read_start, read_length, text_start, text_end) -> LineFields | None:
         """The fields of lines whose operations are ``ops[op_first[i]:][:op_count[i]]`` (BAM
         encoding), whose read's codes start at ``read_start[i]`` of ``read_codes`` (on this
         device) and whose alignment starts at text position ``text_start[i]`` of a contig ending
@@ -57,7 +43,7 @@ class SamFields:
         lines = len(op_first)
         if lines == 0:
             empty, none = np.zeros((0, 1), dtype=np.uint8), np.zeros(0, dtype=np.int64)
-            return Fields(empty, none, empty, none, none, none)
+            return LineFields(empty, none, none, empty, none, none)
         op_count = np.asarray(op_count, dtype=np.int64)
         ops = np.ascontiguousarray(ops, dtype=np.uint32)
         # Bounds of the texts (never exceeded): a CIGAR operation takes at most 10 digits and
@@ -90,13 +76,9 @@ class SamFields:
         reads.wait()
         if values[4].any():
             return None
-        tails = []
-        for head, (table, pitch, text_lengths) in zip(heads, tables):
-            longest = int(text_lengths.max(initial=0))
-            tails.append(np.empty((lines, max(0, longest - head.shape[1])), dtype=np.uint8))
-            reads.add_columns(tails[-1], table, pitch, head.shape[1])  # a text past the head: the rest of every row
-        reads.wait()  # the tails, where any
-        texts = [np.concatenate((head, tail), axis=1) if tail.shape[1] else head for head, tail in zip(heads, tails)]
+        rests = [reads.add_rest(head, table, pitch, int(text_lengths.max())) for head, (table, pitch, text_lengths) in zip(heads, tables)]
+        reads.wait()  # the texts past the heads, where any
+        cigar_text, md_text = (joined_columns(head, rest) for head, rest in zip(heads, rests))
         as_int64 = values[:4].astype(np.int64)
-        return Fields(texts[0], as_int64[0], texts[1], as_int64[1], as_int64[2], as_int64[3])
+        return LineFields(cigar_text, as_int64[0], as_int64[2], md_text, as_int64[1], as_int64[3])
 
