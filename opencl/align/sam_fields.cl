@@ -31,15 +31,7 @@
 #define OP_EQUAL 7u
 #define OP_DIFF 8u
 
-inline uint text_base(__global const uchar *text, __global const uchar *ambiguous, ulong p)
-{
-    uint code = (text[p >> 2] >> ((uint)(p & 3) << 1)) & 3u;
-#if AMBIGUOUS_MASK
-    if ((ambiguous[p >> 3] >> (uint)(p & 7)) & 1u)
-        code = 4u;
-#endif
-    return code;
-}
+#include "packed_text.h"
 
 /* `value` in decimal at out[at..]; where the text goes on. */
 inline uint put_decimal(__global uchar *out, uint at, uint value)
@@ -119,7 +111,7 @@ __kernel void sam_fields(__global const uint *ops, __global const uint *op_first
         cigar_row[cigar_at++] = op_letter(code);
         if (code == OP_M || code == OP_EQUAL || code == OP_DIFF) {
             for (uint j = 0; j < length; ++j) {
-                uint r = read[q + j], g = text_base(text, ambiguous, t + j);
+                uint r = read[q + j], g = packed_base(text, ambiguous, t + j);
                 if (r != g || r > 3u || g > 3u) {
                     md_at = put_decimal(md_row, md_at, matching);
                     md_row[md_at++] = base_letter(g);
@@ -135,7 +127,7 @@ __kernel void sam_fields(__global const uint *ops, __global const uint *op_first
             md_at = put_decimal(md_row, md_at, matching);
             md_row[md_at++] = '^';
             for (uint j = 0; j < length; ++j)
-                md_row[md_at++] = base_letter(text_base(text, ambiguous, t + j));
+                md_row[md_at++] = base_letter(packed_base(text, ambiguous, t + j));
             matching = 0;
             edits += length;
             t += length;

@@ -109,17 +109,14 @@ inline int substitution(uint read_code, uint window_code)
     return (read_code > 3u || window_code > 3u) ? -AMBIGUOUS : read_code == window_code ? MATCH : -MISMATCH;
 }
 
+#include "packed_text.h"
+
 /* The code (0..4) of base p of a window's sequence: a byte of window_codes, or 2 bits of the
  * packed text (and its ambiguity bit). */
 inline uint window_base(__global const uchar *window_codes, __global const uchar *ambiguous, ulong p)
 {
 #if PACKED_WINDOWS
-    uint code = (window_codes[p >> 2] >> ((uint)(p & 3) << 1)) & 3u;
-#if AMBIGUOUS_MASK
-    if ((ambiguous[p >> 3] >> (uint)(p & 7)) & 1u)
-        code = 4u;
-#endif
-    return code;
+    return packed_base(window_codes, ambiguous, p);
 #else
     return min((uint)window_codes[p], 4u);
 #endif

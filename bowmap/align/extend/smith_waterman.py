@@ -41,15 +41,14 @@ import pyopencl as cl
 
 from bowmap.runtime.arrays import lexsort, segment_ranges
 from bowmap.runtime.devices import (
-    DeferredReads,
     DeviceArray,
     DeviceContext,
     ReusedBuffer,
-    joined_columns,
     make_buffer,
     make_kernel,
     nvidia_compute_capability,
 )
+from bowmap.runtime.deferred import DeferredReads, joined_columns
 from bowmap.runtime.errors import BowmapError
 
 SOURCE = "align/smith_waterman.cl"

@@ -11,7 +11,8 @@ import numpy as np
 import pyopencl as cl
 
 from bowmap.align.output.sam import LineFields
-from bowmap.runtime.devices import DeferredReads, DeviceArray, ReusedBuffer, joined_columns, make_kernel, work_group_size
+from bowmap.runtime.deferred import DeferredReads, joined_columns
+from bowmap.runtime.devices import DeviceArray, ReusedBuffer, make_kernel, work_group_size
 
 SOURCE = "align/sam_fields.cl"
 # Bytes of each line's CIGAR and MD texts that come back with the lengths (one synchronisation);

@@ -392,7 +392,7 @@ class DeviceWindows:
         windows' count and weights of each read, and only with ``fetch`` the windows themselves
         (in the same synchronisation; else :meth:`fetch` reads them). With ``only`` (a mask of the
         reads), the other reads keep the windows of the latest run."""
-        from bowmap.runtime.devices import DeferredReads
+        from bowmap.runtime.deferred import DeferredReads
 
         count = len(lengths)
         lengths = np.asarray(lengths, dtype=np.int64)
