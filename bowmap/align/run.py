@@ -41,6 +41,14 @@ log = logging.getLogger("bowmap.align")
 FIRST_CHUNKS_RAMP = 4
 
 
+def text_slot_bytes(chunk_bases: int) -> int:
+    """The shared-memory slot for a worker process's SAM text of one chunk (runners.TextSlots):
+    a chunk of 150-bp reads makes about 2.7 bytes of SAM a base (chr20, pairs or single), four
+    leave room for long names and tags; a longer text (many secondary lines, a streamed run's
+    huge chunks) goes through the pipe instead, as does any past 64 MiB."""
+    return min(4 * chunk_bases + (1 << 20), 64 << 20)
+
+
 class _Background:
     """``function(*args)`` run in a daemon thread; :meth:`result` waits and re-raises its error."""
 
@@ -245,7 +253,7 @@ def run_align(options: AlignOptions) -> dict:
                 # the command line), they start at once (see run_processes).
                 start_method = "fork" if owned and may_fork_host_workers() else "spawn"
                 exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock, owners),
-                                             start_method=start_method)
+                                             start_method=start_method, text_slot_bytes=text_slot_bytes(options.chunk_bases))
             else:
                 # Streamed, chunks are large: one queued between stages, not four, bounds the host memory.
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write, queue_size=1 if plan.streamed else 4)

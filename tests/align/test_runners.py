@@ -170,6 +170,23 @@ def test_results_with_text_arrive_whole_and_in_order():
     assert all(type(result) is process_workers.TextResult and isinstance(result.text, bytes) for result in out)
 
 
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_texts_through_shared_memory_arrive_whole_and_in_order(start_method):
+    # Texts of 24-160 kB: those up to 60 kB come through the workers' slots (a memoryview, valid
+    # during the write only, so copied there), the others through the pipe; 3 workers of 2
+    # slots each, their slots reused many times over.
+    chunks = [Chunk(number, number * 3 % 17) for number in range(60)]
+    out = []
+
+    def write(result):
+        out.append((bytes(result.text), result.number, type(result.text)))
+
+    run_processes(chunks, process_workers.TextSquares(), write, 3, queue_size=1, start_method=start_method, text_slot_bytes=60_000)
+    expected = list(map(process_workers.text_square, chunks))
+    assert [(text, number) for text, number, _ in out] == [(result.text, result.number) for result in expected]
+    assert [kind for _, _, kind in out] == [memoryview if len(result.text) <= 60_000 else bytes for result in expected]
+
+
 def test_a_bad_record_stops_the_processes():
     def chunks():
         for number in range(10_000):
