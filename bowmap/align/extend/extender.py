@@ -177,9 +177,9 @@ def best_two(read: np.ndarray, score: np.ndarray, count: int, tie_breaker: np.nd
     that score; and the best score among the read's other pairs (NO_SCORE when it has none).
     ``read`` is sorted. With ``places`` (each pair's alignment, see :class:`Places`), pairs at
     the best's place are the best alignment again, not others (see SAME_ALIGNMENT_BASES)."""
-    reads = np.arange(count)
-    starts = np.searchsorted(read, reads, side="left")
-    has = np.searchsorted(read, reads, side="right") > starts
+    per_read = np.bincount(read, minlength=count)
+    starts = np.cumsum(per_read) - per_read  # (read sorted: each read's first pair)
+    has = per_read > 0
     best = np.full(count, -1, dtype=np.int64)
     best_score = np.full(count, NO_SCORE, dtype=np.int64)
     if len(read):

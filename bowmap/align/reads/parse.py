@@ -56,6 +56,19 @@ _BLANK = np.zeros(256, dtype=bool)
 _BLANK[np.frombuffer(b" \t\r\n", dtype=np.uint8)] = True
 
 
+def _first_text(data: np.ndarray) -> int:
+    """Where the first byte that is not blank lies in ``data``, or -1: looked for in a prefix
+    growing fourfold, since it is almost always the first byte (the whole of a first block of
+    reads was scanned, 40 ms of a run's start on 12 MB)."""
+    start, size = 0, 4096
+    while start < len(data):
+        text = np.flatnonzero(~_BLANK[data[start : start + size]])
+        if len(text):
+            return start + int(text[0])
+        start, size = start + size, 4 * size
+    return -1
+
+
 def has_longer_line(data: bytes, longest: int) -> bool:
     newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == NEWLINE)
     return int(np.diff(newlines, prepend=-1, append=len(data)).max()) - 1 > longest
@@ -195,14 +208,13 @@ class Parser:
     def _detect_format(self) -> bool:
         """Drop blank lines before the first record and decide the format from its first line."""
         data = np.frombuffer(self.pending, dtype=np.uint8)
-        text = np.flatnonzero(~_BLANK[data])
-        if len(text) == 0:
+        first = _first_text(data)
+        if first < 0:
             # Only whitespace so far: drop its complete lines, keeping their count.
             line_start = self.pending.rfind(b"\n") + 1
             self.line_base += int(np.count_nonzero(data[:line_start] == NEWLINE))
             self.pending = self.pending[line_start:]
             return False
-        first = int(text[0])
         line_start = int(self.pending.rfind(b"\n", 0, first)) + 1
         self.line_base += int(np.count_nonzero(data[:line_start] == NEWLINE))
         self.pending = self.pending[line_start:]
