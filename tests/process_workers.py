@@ -122,6 +122,28 @@ class TextSquares:
         return text_square
 
 
+def value_text(chunk):
+    """A text of the chunk's value alone (a threaded worker renumbers its chunks)."""
+    return TextResult(f"{chunk.value}\n".encode() * (1 + chunk.value % 5) * 6000, -1, 0)
+
+
+def value_text_later(chunk):
+    time.sleep(random.random() * 0.002)
+    return value_text(chunk)
+
+
+def _same(result):
+    return result
+
+
+class ThreadedTextSquares:
+    """Two threads a stage, so a worker's results come out of its threads in any order and
+    are sent in its own order (runners._threaded_worker)."""
+
+    def __call__(self, rank: int):
+        return [[value_text_later] * 2, [_same] * 2]
+
+
 def die_mid_text(chunk):
     if chunk.number == 3:
         _killed_soon()

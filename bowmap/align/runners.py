@@ -11,8 +11,9 @@ threaded run must match byte for byte).
 Each worker is a callable owning its own device queue and buffers. Queues are bounded, so
 memory stays flat whatever the input size. The first exception in any thread stops every thread
 promptly and is raised again in the caller's thread. A result whose ``text`` is bytes (the
-aligner's :class:`bowmap.align.workers.ChunkResult`) crosses from a worker process as raw bytes
-beside the rest of it, pickled (see :func:`_worker_process`).
+aligner's :class:`bowmap.align.workers.ChunkResult`) crosses from a worker process through
+shared memory (:class:`TextSlots`), or as raw bytes beside the rest of it, pickled, where it
+does not fit (see :func:`_worker_process`).
 """
 
 from __future__ import annotations
@@ -270,6 +271,9 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
                     results.send(message)
         except OSError:  # the parent has gone: nobody to tell
             os._exit(1)
+        except BaseException:  # noqa: BLE001 - a result that cannot be sent: the parent sees this process end
+            traceback.print_exc()
+            os._exit(1)
 
     sender = threading.Thread(target=pump, daemon=True, name="bowmap-results")
     sender.start()
@@ -345,19 +349,21 @@ class TextSlots:
     copies a text into its next slot and sends only where it lies; the parent writes the output
     straight from the slot and then frees it. Through a pipe, the parent of a GPU run spent its
     whole time receiving single-end text (one H200, chr20, 6 M reads: its main thread never
-    idle, the workers' senders blocked 83% of the time), and bounded the run.
+    idle, the workers' senders blocked 83% of the time), and bounded the run. The slots' pages
+    stay resident once written (15 workers, 4 Mi-base chunks: about 330 MB in all), where a
+    worker's texts waiting to cross a pipe (up to three) held as much.
 
     Slots are used and freed in turn: the parent writes a worker's results in the order the
     worker sends them (its chunks' numbers increase), so the slot freed is always the oldest.
-    Passed to a spawned worker, the file goes as a descriptor (as a multiprocessing Connection's
-    does); a forked one inherits the mapping."""
+    The parent checks that order (:meth:`text`). Passed to a spawned worker, the file goes as a
+    descriptor (as a multiprocessing Connection's does); a forked one inherits it."""
 
     def __init__(self, context, count: int, size: int):
         import mmap
 
         self.count, self.size = count, size
         self.free = context.Semaphore(count)
-        self.next = 0  # the worker's next slot
+        self.next = 0  # the worker's next slot; in the parent, the next slot it expects
         self.descriptor = os.memfd_create("bowmap-text")
         try:
             os.ftruncate(self.descriptor, count * size)
@@ -387,12 +393,18 @@ class TextSlots:
             if not alive():
                 os._exit(1)
         slot, self.next = self.next, (self.next + 1) % self.count
-        start = slot * self.size
-        self.memory[start : start + len(text)] = text
+        start, view = slot * self.size, memoryview(text)
+        while len(view):  # os.pwrite copies without the GIL (a memcpy into the mapping holds it)
+            written = os.pwrite(self.descriptor, view, start)
+            start, view = start + written, view[written:]
         return slot
 
     def text(self, slot: int, size: int) -> memoryview:
-        """(The parent) the text in ``slot``: valid until :meth:`release`."""
+        """(The parent) the text in ``slot``: valid until :meth:`release`. Slots must come in
+        turn: any other would be one the worker may be writing."""
+        if slot != self.next:
+            raise RuntimeError(f"a worker's text came in slot {slot}, expected {self.next}")
+        self.next = (self.next + 1) % self.count
         start = slot * self.size
         return memoryview(self.memory)[start : start + size]
 
@@ -400,7 +412,8 @@ class TextSlots:
         self.free.release()
 
     def close_descriptor(self) -> None:
-        """(The parent, once its workers have started) the mapping stays; the descriptor goes."""
+        """(The parent, once its workers have started or failed to) the mapping stays (with a
+        descriptor of its own); this one goes."""
         if self.descriptor >= 0:
             os.close(self.descriptor)
             self.descriptor = -1
@@ -455,7 +468,7 @@ def _start(workers) -> None:
 
 def _widen_pipe(descriptor: int) -> None:
     """Grow a pipe's buffer from 64 KiB to the most an unprivileged process may ask (Linux: 1 MiB
-    by default): a chunk or a chunk's SAM text (about 9 MB) then crosses in a few writes, each
+    by default): a chunk, or a chunk's SAM text too long for a TextSlots slot, then crosses in a few writes, each
     of which needs its thread to hold the GIL again, rather than in about 140."""
     try:
         import fcntl
@@ -514,13 +527,15 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     ]
     reader = run.thread(run.read, chunks, inbox, in_flight, None, processes)
     spawned = time.monotonic()
-    with forking_quietly():  # (a spawn warns of nothing)
-        _start(workers)
+    try:
+        with forking_quietly():  # (a spawn warns of nothing)
+            _start(workers)
+    finally:
+        for worker_slots in slots:
+            if worker_slots is not None:
+                worker_slots.close_descriptor()
     for _, child_end in pipes:
         child_end.close()  # the workers hold them now: a dead worker's pipe reads as ended
-    for worker_slots in slots:
-        if worker_slots is not None:
-            worker_slots.close_descriptor()
     reader.start()
 
     def write_then_free(item):

@@ -34,8 +34,9 @@ class Counts:
 class ChunkResult:
     """What a chunk's last stage hands the writer: its SAM text and counts, or, for a chunk of
     the paired model's sample (written nowhere: ``text`` empty), the orientations and insert
-    sizes of its confident pairs. Across processes ``text`` travels as raw bytes (see
-    :func:`bowmap.align.runners._worker_process`)."""
+    sizes of its confident pairs. Across processes ``text`` travels through shared memory or
+    as raw bytes (see :func:`bowmap.align.runners._worker_process`), and reaches the writer as
+    a memoryview of the shared memory, valid during that write only."""
 
     text: bytes = b""
     counts: Counts = field(default_factory=Counts)

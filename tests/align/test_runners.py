@@ -170,21 +170,39 @@ def test_results_with_text_arrive_whole_and_in_order():
     assert all(type(result) is process_workers.TextResult and isinstance(result.text, bytes) for result in out)
 
 
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_texts_through_shared_memory_arrive_whole_and_in_order(start_method):
+@pytest.mark.parametrize("start_method, starter, expected_of", [
+    ("fork", process_workers.TextSquares(), process_workers.text_square),
+    ("spawn", process_workers.TextSquares(), process_workers.text_square),
+    ("fork", process_workers.ThreadedTextSquares(), process_workers.value_text),
+])
+def test_texts_through_shared_memory_arrive_whole_and_in_order(start_method, starter, expected_of):
     # Texts of 24-160 kB: those up to 60 kB come through the workers' slots (a memoryview, valid
     # during the write only, so copied there), the others through the pipe; 3 workers of 2
-    # slots each, their slots reused many times over.
+    # slots each, their slots reused many times over. The writer is slow now and then, so
+    # results wait for it (a slot freed too early would be written over meanwhile).
     chunks = [Chunk(number, number * 3 % 17) for number in range(60)]
     out = []
 
     def write(result):
+        if result.number % 7 == 3:
+            time.sleep(0.02)
         out.append((bytes(result.text), result.number, type(result.text)))
 
-    run_processes(chunks, process_workers.TextSquares(), write, 3, queue_size=1, start_method=start_method, text_slot_bytes=60_000)
-    expected = list(map(process_workers.text_square, chunks))
-    assert [(text, number) for text, number, _ in out] == [(result.text, result.number) for result in expected]
+    run_processes(chunks, starter, write, 3, queue_size=1, start_method=start_method, text_slot_bytes=60_000)
+    expected = list(map(expected_of, chunks))
+    assert [text for text, _, _ in out] == [result.text for result in expected]
     assert [kind for _, _, kind in out] == [memoryview if len(result.text) <= 60_000 else bytes for result in expected]
+
+
+def test_texts_go_through_the_pipe_without_memfd(monkeypatch):
+    def refused(*args, **kwargs):
+        raise OSError("memfd_create refused")
+
+    monkeypatch.setattr("os.memfd_create", refused)
+    chunks = [Chunk(number, number) for number in range(12)]
+    out = []
+    run_processes(chunks, process_workers.TextSquares(), out.append, 2, queue_size=1, start_method="fork", text_slot_bytes=1 << 20)
+    assert [(result.text, type(result.text)) for result in out] == [(expected.text, bytes) for expected in map(process_workers.text_square, chunks)]
 
 
 def test_a_bad_record_stops_the_processes():
