@@ -13,7 +13,7 @@ import numpy as np
 import pysam
 import pytest
 
-from bowmap.align.extend.pairs import InsertModel, Placed, best_pairs, estimate_model, pair_quality, parse_insert_size, rescue_anchors
+from bowmap.align.extend.pairs import InsertModel, Placed, _joined, best_pairs, estimate_model, pair_quality, parse_insert_size, rescue_anchors
 from bowmap.align.reads.pairs import read_pairs
 from bowmap.cli import main
 from bowmap.runtime.errors import BowmapError, UsageError
@@ -284,6 +284,49 @@ def test_random_candidates_match_the_python_reference(seed):
     rng.shuffle(candidates)  # in no order: windows added by a rescue come after the others
     model = InsertModel(mean=float(rng.integers(150, 400)), std=float(rng.integers(5, 80)), low=int(rng.integers(1, 150)), high=int(rng.integers(400, 900)))
     check_against_python(candidates, model, pairs_count)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_searching_only_the_rescued_pairs_again_gives_the_whole_search(seed):
+    # choose_pairs searches again only the pairs a rescue gave windows (their candidates before
+    # the rescue are stale) and joins that to the first search: each pair's choice must be the
+    # one a search over every pair's current candidates makes.
+    rng = np.random.default_rng(100 + seed)
+    pairs_count = int(rng.integers(1, 25))
+
+    def random_candidates(reads):
+        found = []
+        for read in reads:
+            for _ in range(int(rng.integers(0, 5))):
+                start = int(rng.integers(0, 3000))
+                found.append(candidate(read, bool(rng.integers(0, 2)), start, contig=int(rng.integers(0, 2)), score=int(rng.integers(20, 101)),
+                                       length=int(rng.integers(1, 151))))
+        return found
+
+    def placed_of(candidates, first_window):
+        placed = placed_from(candidates)
+        placed.window = placed.window + first_window  # window numbers name candidates across the searches
+        return placed
+
+    def search(placed):
+        keys = lambda a, b: (placed.window[a].astype(np.uint64) * np.uint64(7919) + placed.window[b].astype(np.uint64) * np.uint64(104729)) % np.uint64(1000)  # noqa: E731
+        return best_pairs(placed, MODEL, MODEL.penalties(1), pairs_count, keys)
+
+    def choices(placed, found):
+        a, b, best, score, second, near = found
+        return [None if best[pair] < 0 else (int(placed.window[a[best[pair]]]), int(placed.window[b[best[pair]]]), int(score[pair]), int(second[pair]), int(near[pair]))
+                for pair in range(pairs_count)]
+
+    redo = rng.random(pairs_count) < 0.4
+    kept = random_candidates([read for read in range(2 * pairs_count) if not redo[read // 2]])
+    stale = random_candidates([read for read in range(2 * pairs_count) if redo[read // 2]])
+    current = random_candidates([read for read in range(2 * pairs_count) if redo[read // 2]])
+    first = placed_of(kept + stale, 0)
+    again = placed_of(current, 10_000)
+    joined, found = _joined(first, search(first), again, search(again), redo)
+    whole = placed_of(kept, 0)
+    whole = Placed(*(np.concatenate((getattr(whole, name), getattr(again, name))) for name in Placed.__dataclass_fields__))
+    assert choices(joined, found) == choices(whole, search(whole))
 
 
 def python_pair_quality(pair_score, against, suboptimal, first_share, second_share, match):

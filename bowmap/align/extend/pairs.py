@@ -198,13 +198,16 @@ def _subset(placed: Placed, rows: np.ndarray) -> Placed:
     return Placed(*(getattr(placed, name)[rows] for name in ("window", "read", "reverse", "start", "end", "contig", "score")))
 
 
-def _candidates(scored: Scored, extender: Extender, penalty: int) -> Placed:
+def _candidates(scored: Scored, extender: Extender, penalty: int, reads: np.ndarray | None = None) -> Placed:
     """Windows that could take part in a pair beating the unpaired choice or counting as its
-    sub-optimal: within penalty + SUBOPTIMAL_PAIR_DELTA + 1 of their read's best."""
+    sub-optimal: within penalty + SUBOPTIMAL_PAIR_DELTA + 1 of their read's best (only those of
+    the reads in the mask ``reads``, if given)."""
     windows = scored.windows
     best = scored.best_score[windows.read]
-    rows = np.flatnonzero((scored.best[windows.read] >= 0) & (scored.score >= best - (penalty + SUBOPTIMAL_PAIR_DELTA + 1)))
-    return _placed(scored, extender, one_a_place(scored, rows))
+    wanted = (scored.best[windows.read] >= 0) & (scored.score >= best - (penalty + SUBOPTIMAL_PAIR_DELTA + 1))
+    if reads is not None:
+        wanted &= reads[windows.read]
+    return _placed(scored, extender, one_a_place(scored, np.flatnonzero(wanted)))
 
 
 def one_a_place(scored: Scored, rows: np.ndarray) -> np.ndarray:
@@ -220,6 +223,20 @@ def one_a_place(scored: Scored, rows: np.ndarray) -> np.ndarray:
     ranked = lexsort((ordered, -scored.score[ordered].astype(np.int64), ordered != scored.best[read[ordered]], cluster))
     ordered, cluster = ordered[ranked], cluster[ranked]
     return np.sort(ordered[np.r_[True, cluster[1:] != cluster[:-1]]])
+
+
+def _joined(placed: Placed, found: tuple, again: Placed, found_again: tuple, redo: np.ndarray) -> tuple[Placed, tuple]:
+    """best_pairs' results for every pair, from ``found`` (over the candidates ``placed``) and,
+    for the pairs in the mask ``redo``, ``found_again`` (over ``again``): one candidate list
+    (``placed`` then ``again``) and the columns of each. A pair's choice depends on its own
+    candidates alone, so this is what a search over every pair's candidates would give."""
+    a, b, best, best_score, second_score, suboptimal = found
+    a_again, b_again, best_again, *rest_again = found_again
+    joined = Placed(*(np.concatenate((getattr(placed, name), getattr(again, name))) for name in Placed.__dataclass_fields__))
+    shift = len(placed.read)
+    columns = (np.concatenate((a, a_again + shift)), np.concatenate((b, b_again + shift)))
+    best = np.where(redo, np.where(best_again >= 0, best_again + len(a), -1), best)
+    return joined, (*columns, best, *(np.where(redo, new, old) for old, new in zip((best_score, second_score, suboptimal), rest_again)))
 
 
 def _combinations(placed: Placed) -> tuple[np.ndarray, np.ndarray]:
@@ -373,7 +390,6 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
     count, scoring = extender.count, extender.scoring
     pairs = count // 2
     penalties = model.penalties(scoring.match) if not model.failed else np.zeros(0, dtype=np.int64)
-    found = None
     if not model.failed:
         placed = _candidates(scored, extender, penalty)
         found = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))
@@ -390,8 +406,12 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
         reportable = placed.score + 2 * scoring.clip_bonus >= extender.minimum()[placed.read]
         anchors = rescue_anchors(placed, concordant, scored.best_score, reportable, penalty)
         extra, rescued = _rescue_windows(extender, model, _subset(placed, anchors))
-        if len(extra):  # the candidates change: search again below
-            scored, found = extender.add(scored, extra, rescued), None
+        if len(extra):  # the rescued pairs' candidates change: those pairs searched again
+            scored = extender.add(scored, extra, rescued)
+            redo = rescued[0::2] | rescued[1::2]
+            again = _candidates(scored, extender, penalty, np.repeat(redo, 2))
+            found_again = best_pairs(again, model, penalties, pairs, _keys(extender, again))
+            placed, found = _joined(placed, found, again, found_again, redo)
     window, chosen_score = scored.best.copy(), scored.best_score.copy()
     second = scored.second_score.copy()
     tandem = extender.tandem(scored, window)
@@ -400,9 +420,6 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
     proper = np.zeros(count, dtype=bool)
     if model.failed:
         return scored, PairChoice(window, chosen_score, second, mapq, proper)
-    if found is None:
-        placed = _candidates(scored, extender, penalty)
-        found = best_pairs(placed, model, penalties, pairs, _keys(extender, placed))
     a, b, best, pair_score, second_pair, suboptimal = found
     both = (scored.best[0::2] >= 0) & (scored.best[1::2] >= 0)
     unpaired = np.where(both, scored.best_score[0::2] + scored.best_score[1::2] - penalty, np.iinfo(np.int64).min // 4)
