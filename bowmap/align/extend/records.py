@@ -146,8 +146,8 @@ def candidates(scored: Scored, chosen: np.ndarray, reportable: np.ndarray) -> np
     primary = chosen[read]
     safe = np.maximum(primary, 0)
     other = (primary >= 0) & (np.arange(len(read)) != primary) & reportable
-    other &= ~places.same_as(places.take(safe))
-    kept, cluster = places.clusters(read, np.flatnonzero(other))
+    rows = np.flatnonzero(other)  # tested against their primary's place: these rows alone (few: most windows are not reportable)
+    kept, cluster = places.clusters(read, rows[~places.take(rows).same_as(places.take(safe[rows]))])
     order = lexsort((reverse[kept], windows.start[kept], -scored.score[kept].astype(np.int64), cluster))
     leaders = kept[order[np.r_[True, cluster[order][1:] != cluster[order][:-1]]]] if len(kept) else kept
     return leaders[lexsort((reverse[leaders], windows.start[leaders], -scored.score[leaders].astype(np.int64), read[leaders]))]
