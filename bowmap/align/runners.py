@@ -260,7 +260,7 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
                 text = getattr(payload, "text", None) if kind == "result" else None
                 if isinstance(text, bytes) and text and slots is not None and len(text) <= slots.size:
                     # Its text (SAM) into shared memory, for the parent to write from there.
-                    slot = slots.put(text, _parent_alive)
+                    slot = slots.put(text)
                     results.send(("slot", number, (dataclasses.replace(payload, text=b""), slot, len(text))))
                 elif isinstance(text, bytes):
                     # Too long for a slot: the text goes as raw bytes after the rest, so neither
@@ -345,7 +345,7 @@ def _parent_alive() -> bool:
 
 class TextSlots:
     """Shared memory for one worker process's result texts (SAM): ``count`` slots of ``size``
-    bytes in one anonymous file (memfd) that the worker and the parent both map. The worker
+    bytes in one anonymous file (memfd) that the worker writes and the parent maps. The worker
     copies a text into its next slot and sends only where it lies; the parent writes the output
     straight from the slot and then frees it. Through a pipe, the parent of a GPU run spent its
     whole time receiving single-end text (one H200, chr20, 6 M reads: its main thread never
@@ -358,27 +358,28 @@ class TextSlots:
     The parent checks that order (:meth:`text`). Passed to a spawned worker, the file goes as a
     descriptor (as a multiprocessing Connection's does); a forked one inherits it."""
 
-    def __init__(self, context, count: int, size: int):
-        import mmap
-
-        self.count, self.size = count, size
-        self.free = context.Semaphore(count)
+    def __init__(self, descriptor: int, count: int, size: int, free, memory=None):
+        self.descriptor, self.count, self.size, self.free = descriptor, count, size, free
+        self.memory = memory  # the parent's mapping (a worker writes with os.pwrite, unmapped)
         self.next = 0  # the worker's next slot; in the parent, the next slot it expects
-        self.descriptor = os.memfd_create("bowmap-text")
-        try:
-            os.ftruncate(self.descriptor, count * size)
-            self.memory = mmap.mmap(self.descriptor, count * size)
-        except OSError:
-            os.close(self.descriptor)
-            raise
 
     @classmethod
     def create(cls, context, count: int, size: int) -> TextSlots | None:
         """Slots, or None where the system has no memfd (not Linux) or refuses one: then texts
         go through the pipe."""
+        import mmap
+
+        if not hasattr(os, "memfd_create"):
+            return None
         try:
-            return cls(context, count, size) if hasattr(os, "memfd_create") else None
+            descriptor = os.memfd_create("bowmap-text")
         except OSError:
+            return None
+        try:
+            os.ftruncate(descriptor, count * size)
+            return cls(descriptor, count, size, context.Semaphore(count), mmap.mmap(descriptor, count * size))
+        except OSError:
+            os.close(descriptor)
             return None
 
     def __reduce__(self):
@@ -386,11 +387,11 @@ class TextSlots:
 
         return _attached_slots, (reduction.DupFd(self.descriptor), self.count, self.size, self.free)
 
-    def put(self, text: bytes, alive: Callable[[], bool]) -> int:
+    def put(self, text: bytes) -> int:
         """(The worker) ``text`` copied into the next slot once the parent has freed it; its
         number. Exits the process if the parent dies meanwhile."""
         while not self.free.acquire(timeout=_POLL_SECONDS * 5):
-            if not alive():
+            if not _parent_alive():
                 os._exit(1)
         slot, self.next = self.next, (self.next + 1) % self.count
         start, view = slot * self.size, memoryview(text)
@@ -420,13 +421,8 @@ class TextSlots:
 
 
 def _attached_slots(descriptor, count: int, size: int, free) -> TextSlots:
-    import mmap
-
-    slots = TextSlots.__new__(TextSlots)
-    slots.count, slots.size, slots.free, slots.next = count, size, free, 0
-    slots.descriptor = descriptor.detach()
-    slots.memory = mmap.mmap(slots.descriptor, count * size)
-    return slots
+    """A spawned worker's slots: its descriptor of the memfd, no mapping."""
+    return TextSlots(descriptor.detach(), count, size, free)
 
 
 _START_GATE: list = []  # a worker's gate (see start_gate), set by _worker_process
