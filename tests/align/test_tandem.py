@@ -44,10 +44,12 @@ def periodic_read(rng, length, unit_length, error_rate):
     return read
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_tandem_scores_equal_a_plain_loop(seed):
+def random_case(seed: int, count: tuple[int, int] = (1, 60), with_n: bool = True):
+    """Two contigs with microsatellites of various units (and Ns) in random bases, and reads of
+    awkward lengths (from the text, periodic, random; Ns among them) with random alignment ends,
+    some at a contig's edges: (reference, text, codes, starts, lengths, reads, rows of
+    (contig start, contig end, text end, read end))."""
     rng = np.random.default_rng(seed)
-    # Two contigs with microsatellites of various units (and an N run) in random bases.
     contigs = []
     for length in (int(rng.integers(300, 900)), int(rng.integers(40, 200))):
         contig = rng.integers(0, 4, size=length, dtype=np.uint8)
@@ -55,13 +57,16 @@ def test_tandem_scores_equal_a_plain_loop(seed):
             start = int(rng.integers(0, max(1, length - 60)))
             piece = periodic_read(rng, int(rng.integers(20, 120)), int(rng.integers(1, 8)), 0.02)
             contig[start : start + len(piece)] = piece[: length - start]
-        contig[rng.integers(0, length, size=3)] = 4
+        if with_n:
+            contig[rng.integers(0, length, size=3)] = 4
+        else:  # the microsatellites' errors too
+            contig[contig == 4] = 2
         contigs.append(contig)
     reference = ReferenceText.from_sequences(["a", "b"], contigs)
     text = np.concatenate(contigs)
     bounds = [(0, len(contigs[0])), (len(contigs[0]), len(text))]
     reads, rows = [], []
-    for _ in range(int(rng.integers(1, 60))):
+    for _ in range(int(rng.integers(*count))):
         length = int(rng.choice([1, 20, 37, 38, 39, 64, 101, 150, 251]))
         kind = rng.random()
         if kind < 0.4:  # from the text (a microsatellite or not), with errors
@@ -84,11 +89,48 @@ def test_tandem_scores_equal_a_plain_loop(seed):
         rows.append((lo, hi, text_end, read_end))
     codes = np.concatenate(reads)
     starts = np.cumsum([0] + [len(r) for r in reads[:-1]])
+    return reference, text, codes, starts, np.array([len(r) for r in reads]), reads, rows
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_tandem_scores_equal_a_plain_loop(seed):
+    reference, text, codes, starts, lengths, reads, rows = random_case(seed)
     lo, hi, text_end, read_end = (np.array(column) for column in zip(*rows))
-    got = tandem.tandem_scores(codes, starts, [len(r) for r in reads], text_end, read_end, lo, hi, reference, SimpleNamespace(match=1, mismatch=4))
+    got = tandem.tandem_scores(codes, starts, lengths, text_end, read_end, lo, hi, reference, SimpleNamespace(match=1, mismatch=4))
     expected = [plain_tandem(r, text, *row) for r, row in zip(reads, rows)]
     assert got.tolist() == expected
     assert tandem.tandem_scores(codes[:0], [], [], [], [], [], [], reference, SimpleNamespace(match=1, mismatch=4)).tolist() == []
+
+
+@pytest.mark.parametrize("seed, count, match, mismatch, masked", [
+    (0, (1, 2), 1, 4, True), (1, (255, 256), 1, 4, True), (2, (257, 258), 2, 3, False), (3, (1000, 1001), 1, 4, True),
+    (4, (33, 34), 3, 1, False),
+])  # fmt: skip
+def test_the_kernel_equals_its_reference(device, seed, count, match, mismatch, masked):
+    """opencl/align/tandem.cl (TandemKernel) against tandem_scores, exactly: Ns in the text as
+    its ambiguity mask marks them (or none, an unmasked text), reads offset in a pool as a
+    chunk's are."""
+    import pyopencl as cl
+
+    from bowmap.align.extend.smith_waterman import PackedText
+    from bowmap.index.format import pack_2bit
+    from bowmap.runtime.devices import DeviceArray, make_buffer
+
+    reference, text, codes, starts, lengths, _, rows = random_case(seed, count, with_n=masked)
+    flagged = np.concatenate(([0], (text == 4).astype(np.int8), [0]))
+    runs = np.flatnonzero(np.diff(flagged) == 1), np.flatnonzero(np.diff(flagged) == -1)
+    packed = PackedText(device, pack_2bit(np.where(text == 4, 1, text).astype(np.uint8)), len(text), runs[0], runs[1] - runs[0])
+    assert packed.masked == masked
+    pool = np.concatenate((np.full(7, 3, np.uint8), codes))  # the reads start past a few other codes
+    on_device = DeviceArray(make_buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=pool), pool)
+    kernel = tandem.TandemKernel(device, device.queue(), packed)
+    scoring = SimpleNamespace(match=match, mismatch=mismatch)
+    lo, hi, text_end, read_end = (np.array(column) for column in zip(*rows))
+    got = kernel.scores(on_device, starts + 7, lengths, text_end, read_end, lo, hi, scoring)
+    expected = tandem.tandem_scores(codes, starts, lengths, text_end, read_end, lo, hi, reference, scoring)
+    assert got.dtype == np.int64 and got.tolist() == expected.tolist()
+    assert (expected != NO_SCORE).any() and (expected == NO_SCORE).any() or len(expected) < 3
+    assert kernel.scores(on_device, [], [], [], [], [], [], scoring).tolist() == []
 
 
 def test_best_local_is_the_best_run():

@@ -257,8 +257,9 @@ class Extender:
     Reads are sent to the device once (every call below reads them there); windows are (text
     position, length), and the kernels read their bases from the packed text on the device."""
 
-    def __init__(self, device_text, index, smith_waterman, chunk, scoring, options: AlignOptions):
+    def __init__(self, device_text, index, smith_waterman, chunk, scoring, options: AlignOptions, tandem_kernel=None):
         self.device_text, self.index, self.smith_waterman = device_text, index, smith_waterman
+        self.tandem_kernel = tandem_kernel  # a TandemKernel on smith_waterman's queue, or None: tandem scores by NumPy
         self.chunk, self.scoring, self.options = chunk, scoring, options
         self.count = chunk.count
         self.lengths = np.diff(chunk.offsets)
@@ -332,10 +333,14 @@ class Extender:
         text_end = windows.start[window] + scored.window_end[window]
         contig, _ = index.to_contig(np.maximum(text_end - 1, 0))
         contig_start = index.contig_starts[contig]
-        tandem[chosen] = tandem_scores(
-            self.chunk.both_codes, self.read_offsets[chosen + self.count * windows.reverse[window]], self.lengths[chosen],
-            text_end, scored.read_end[window], contig_start, contig_start + index.contig_lengths[contig], index, self.scoring,
-        )
+        read_starts = self.read_offsets[chosen + self.count * windows.reverse[window]]
+        contig_end = contig_start + index.contig_lengths[contig]
+        if self.tandem_kernel is not None:
+            tandem[chosen] = self.tandem_kernel.scores(self.read_codes, read_starts, self.lengths[chosen], text_end, scored.read_end[window],
+                                                       contig_start, contig_end, self.scoring)
+        else:
+            tandem[chosen] = tandem_scores(self.chunk.both_codes, read_starts, self.lengths[chosen], text_end, scored.read_end[window],
+                                           contig_start, contig_end, index, self.scoring)
         return tandem
 
     def repeat_share(self, scored: Scored, chosen_window: np.ndarray, tandem: np.ndarray) -> np.ndarray:

@@ -19,6 +19,11 @@ sample (about 0.4 us a read here), then the rare candidates' 2 x MAX_PERIOD diag
 Limits: substitutions only along the shifted diagonals (an indel in the read makes its shifted
 alignment look shorter than Smith-Waterman would find), and units of at most MAX_PERIOD bases
 (longer minisatellite units are left to the windows).
+
+:func:`tandem_scores` is the reference of ``opencl/align/tandem.cl`` (:class:`TandemKernel`),
+which scores a chunk's reads on the device from the read codes and the packed text already there:
+with 15 host workers the cores bind a run, and these scores took 6-8% of a worker's time on a
+human-like genome (session 18 and 20 profiles).
 """
 
 from __future__ import annotations
@@ -144,3 +149,41 @@ def tandem_scores(read_codes, read_starts, read_lengths, text_end, read_end, con
         best = np.maximum(best, best_local(np.where(in_read, steps, -scoring.mismatch)))
     scores[rows] = best
     return scores
+
+
+class TandemKernel:
+    """``opencl/align/tandem.cl`` with its reused buffers and a queue (the extend stage's): the
+    :func:`tandem_scores` of reads whose codes are on the device. Used by one thread."""
+
+    SOURCE = "align/tandem.cl"
+
+    def __init__(self, device, queue, text):
+        import pyopencl as cl
+
+        from bowmap.runtime.devices import ReusedBuffer, make_kernel, work_group_size
+
+        options = (f"-DAMBIGUOUS_MASK={int(text.masked)}", f"-DMAX_PERIOD={MAX_PERIOD}", f"-DSAMPLE_MISMATCHES={SAMPLE_MISMATCHES}",
+                   f"-DNO_SCORE=({NO_SCORE})")
+        self._kernel = make_kernel(device.program(self.SOURCE, options), "tandem_scores")
+        self._group = work_group_size(self._kernel, device)
+        self.queue, self.text = queue, text
+        self._inputs = [ReusedBuffer(device.context, cl.mem_flags.READ_ONLY) for _ in range(6)]
+        self._scores = ReusedBuffer(device.context, cl.mem_flags.WRITE_ONLY)
+
+    def scores(self, read_codes, read_starts, read_lengths, text_end, read_end, contig_start, contig_end, scoring) -> np.ndarray:
+        """:func:`tandem_scores` of the reads at ``read_starts`` of ``read_codes`` (a
+        :class:`bowmap.runtime.devices.DeviceArray` on this kernel's device), int64."""
+        from bowmap.runtime.devices import read_back
+
+        count = len(read_starts)
+        if count == 0:
+            return np.zeros(0, dtype=np.int64)
+        arrays = [np.ascontiguousarray(values, dtype=np.uint32) for values in (read_starts, read_lengths, read_end)]
+        arrays += [np.ascontiguousarray(values, dtype=np.uint64) for values in (text_end, contig_start, contig_end)]
+        buffers = [staging.upload(self.queue, array) for staging, array in zip(self._inputs, arrays)]
+        scores_buffer = self._scores.at_least(4 * count)
+        self._kernel(self.queue, (-(-count // self._group) * self._group,), (self._group,), *buffers, read_codes.buffer, self.text.buffer,
+                     self.text.ambiguous, np.uint32(count), np.int32(scoring.match), np.int32(scoring.mismatch), scores_buffer)
+        scores = np.empty(count, dtype=np.int32)
+        read_back(self.queue, scores, scores_buffer)
+        return scores.astype(np.int64)
