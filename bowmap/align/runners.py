@@ -258,11 +258,11 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
             while (message := outgoing.get()) is not None:
                 kind, number, payload = message
                 text = getattr(payload, "text", None) if kind == "result" else None
-                if isinstance(text, bytes) and text and slots is not None and len(text) <= slots.size:
+                if isinstance(text, (bytes, bytearray)) and text and slots is not None and len(text) <= slots.size:
                     # Its text (SAM) into shared memory, for the parent to write from there.
                     slot = slots.put(text)
                     results.send(("slot", number, (dataclasses.replace(payload, text=b""), slot, len(text))))
-                elif isinstance(text, bytes):
+                elif isinstance(text, (bytes, bytearray)):
                     # Too long for a slot: the text goes as raw bytes after the rest, so neither
                     # side copies it into or out of a pickle.
                     results.send(("text", number, dataclasses.replace(payload, text=b"")))
@@ -387,7 +387,7 @@ class TextSlots:
 
         return _attached_slots, (reduction.DupFd(self.descriptor), self.count, self.size, self.free)
 
-    def put(self, text: bytes) -> int:
+    def put(self, text: bytes | bytearray) -> int:
         """(The worker) ``text`` copied into the next slot once the parent has freed it; its
         number. Exits the process if the parent dies meanwhile."""
         while not self.free.acquire(timeout=_POLL_SECONDS * 5):

@@ -5,7 +5,6 @@ what they hand the writer (:class:`ChunkResult`), the start of a worker process
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, field
 
@@ -36,9 +35,10 @@ class ChunkResult:
     the paired model's sample (written nowhere: ``text`` empty), the orientations and insert
     sizes of its confident pairs. Across processes ``text`` travels through shared memory or
     as raw bytes (see :func:`bowmap.align.runners._worker_process`), and reaches the writer as
-    a memoryview of the shared memory, valid during that write only."""
+    a memoryview of the shared memory, valid during that write only (written on the device, a
+    bytearray)."""
 
-    text: bytes = b""
+    text: bytes | bytearray = b""
     counts: Counts = field(default_factory=Counts)
     observations: tuple | None = None
 
@@ -97,9 +97,9 @@ class DeviceWorker:
         proper = int(alignments.proper[alignments.primary_rows()].sum()) if chunk.paired else 0
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         sent = self.smith_waterman.sent_reads  # the chunk's read codes, on the device since its extend stage
-        fields = functools.partial(self.sam_fields.fields, sent) if sent is not None and sent.host is chunk.both_codes else None
+        on_device = self.sam_fields.on(sent) if sent is not None and sent.host is chunk.both_codes else None
         text = format_chunk(chunk, alignments, self.reference_text, read_group_id, self.options.write_unaligned, scoring=self.scoring,
-                            fields_on_device=fields)
+                            on_device=on_device)
         from bowmap.align.extend.mapq import NO_SCORE
 
         primary = alignments.primary_rows() & alignments.mapped  # one row a mapped read

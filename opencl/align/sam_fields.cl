@@ -142,3 +142,154 @@ __kernel void sam_fields(__global const uint *ops, __global const uint *op_first
     values[2 * lines + i] = (int)edits;
     values[3 * lines + i] = (int)span;
 }
+
+/* ------------------------------------------------------------------------------- whole lines
+ *
+ * sam_lines: each SAM line of a chunk written at its offset in `out`, one work-item a line, from
+ * the values the host computed (bowmap.align.output.sam_lines: FLAG, positions, MAPQ, tags) and
+ * the texts already on the device: read names and qualities (uploaded), SEQ from the read codes,
+ * CIGAR and MD from sam_fields' rows. The host's formatter (bowmap.align.output.sam, its
+ * reference) and this kernel write the same bytes; the host also computed each line's length
+ * from the same values, so the lines meet exactly.
+ *
+ * `u` holds LINE_VALUES rows of `lines` uints (the L_* rows below), `l` three rows of longs
+ * (POS, PNEXT, TLEN). Strings (RNAME and RNEXT with their tab, "\t*", "\t=") are
+ * strings[string_offsets[k] .. string_offsets[k + 1]). Line bits (L_KIND): */
+#define K_MAPPED 1u       /* NM, MD and AS */
+#define K_XS 2u
+#define K_MATE_TAGS 4u    /* MC and MQ */
+#define K_HARD 8u         /* clips written as H */
+#define K_STARRED 16u     /* SEQ and QUAL '*' */
+#define K_QUAL_REVERSE 32u
+#define K_PAIRED 64u      /* RNEXT, PNEXT, TLEN from the values, else "\t*\t0\t0" */
+#define K_NO_QUAL 128u    /* QUAL '*' (FASTA input) */
+#define K_READ_GROUP 256u
+
+enum { L_OUT, L_NAME, L_NAME_LENGTH, L_FLAG, L_RNAME, L_MAPQ, L_CIGAR_ROW, L_RNEXT, L_SEQ, L_SHOWN, L_QUAL, L_NM, L_AS, L_XS,
+       L_MATE_ROW, L_MQ, L_TAIL, L_TAIL_LENGTH, L_KIND, LINE_VALUES };
+
+#define NO_ROW 0xFFFFFFFFu
+
+inline uint put_long(__global uchar *out, uint at, long value)
+{
+    ulong magnitude = (ulong)value;
+    if (value < 0) {
+        out[at++] = '-';
+        magnitude = 0ul - magnitude;  /* unsigned: no overflow at the least long */
+    }
+    uchar digits[20];
+    uint count = 0;
+    do {
+        digits[count++] = (uchar)('0' + magnitude % 10ul);
+        magnitude /= 10ul;
+    } while (magnitude);
+    while (count)
+        out[at++] = digits[--count];
+    return at;
+}
+
+inline uint put_bytes(__global uchar *out, uint at, __global const uchar *from, uint length)
+{
+    for (uint k = 0; k < length; ++k)
+        out[at + k] = from[k];
+    return at + length;
+}
+
+inline uint put_text(__global uchar *out, uint at, __constant const char *text)
+{
+    while (*text)
+        out[at++] = (uchar)*text++;
+    return at;
+}
+
+__kernel void sam_lines(__global const uint *u, __global const long *l, __global const uchar *names, __global const uchar *qualities,
+                        __global const uchar *read_codes, __global const uchar *strings, __global const uint *string_offsets,
+                        __global const uchar *cigar, const uint cigar_pitch, __global const uchar *md, const uint md_pitch,
+                        __global const int *values, const uint value_lines, __global const uchar *tail,
+                        __global const uchar *read_group, const uint read_group_length, const uint lines, __global uchar *out)
+{
+    uint i = get_global_id(0);
+    if (i >= lines)
+        return;
+#define U(row) u[(size_t)(row) * lines + i]
+    uint kind = U(L_KIND), at = U(L_OUT);
+    uint name_length = U(L_NAME_LENGTH);
+    if (name_length)
+        at = put_bytes(out, at, names + U(L_NAME), name_length);
+    else
+        out[at++] = '*';
+    out[at++] = '\t';
+    at = put_long(out, at, (long)U(L_FLAG));
+    uint s = U(L_RNAME);
+    at = put_bytes(out, at, strings + string_offsets[s], string_offsets[s + 1] - string_offsets[s]);
+    out[at++] = '\t';
+    at = put_long(out, at, l[i]);
+    out[at++] = '\t';
+    at = put_long(out, at, (long)U(L_MAPQ));
+    out[at++] = '\t';
+    uint row = U(L_CIGAR_ROW);
+    if (row == NO_ROW) {
+        out[at++] = '*';
+    } else {
+        __global const uchar *from = cigar + (size_t)row * cigar_pitch;
+        uint length = (uint)values[row], hard = kind & K_HARD;
+        for (uint k = 0; k < length; ++k)
+            out[at + k] = (hard && from[k] == 'S') ? 'H' : from[k];
+        at += length;
+    }
+    if (kind & K_PAIRED) {
+        s = U(L_RNEXT);
+        at = put_bytes(out, at, strings + string_offsets[s], string_offsets[s + 1] - string_offsets[s]);
+        out[at++] = '\t';
+        at = put_long(out, at, l[lines + i]);
+        out[at++] = '\t';
+        at = put_long(out, at, l[2 * (size_t)lines + i]);
+    } else {
+        at = put_text(out, at, "\t*\t0\t0");
+    }
+    out[at++] = '\t';
+    uint shown = U(L_SHOWN);
+    if (kind & K_STARRED) {
+        out[at++] = '*';
+    } else {
+        __global const uchar *codes = read_codes + U(L_SEQ);
+        for (uint k = 0; k < shown; ++k)
+            out[at + k] = base_letter(codes[k]);
+        at += shown;
+    }
+    out[at++] = '\t';
+    if (kind & (K_STARRED | K_NO_QUAL)) {
+        out[at++] = '*';
+    } else if (kind & K_QUAL_REVERSE) {  /* from the last base shown backwards */
+        __global const uchar *from = qualities + U(L_QUAL);
+        for (uint k = 0; k < shown; ++k)
+            out[at + k] = *(from - k);
+        at += shown;
+    } else {
+        at = put_bytes(out, at, qualities + U(L_QUAL), shown);
+    }
+    if (kind & K_MAPPED) {
+        at = put_text(out, at, "\tNM:i:");
+        at = put_long(out, at, (long)U(L_NM));
+        at = put_text(out, at, "\tMD:Z:");
+        at = put_bytes(out, at, md + (size_t)row * md_pitch, (uint)values[value_lines + row]);
+        at = put_text(out, at, "\tAS:i:");
+        at = put_long(out, at, (long)(int)U(L_AS));
+    }
+    if (kind & K_XS) {
+        at = put_text(out, at, "\tXS:i:");
+        at = put_long(out, at, (long)(int)U(L_XS));
+    }
+    if (kind & K_MATE_TAGS) {
+        uint mate = U(L_MATE_ROW);
+        at = put_text(out, at, "\tMC:Z:");
+        at = put_bytes(out, at, cigar + (size_t)mate * cigar_pitch, (uint)values[mate]);
+        at = put_text(out, at, "\tMQ:i:");
+        at = put_long(out, at, (long)U(L_MQ));
+    }
+    if (kind & K_READ_GROUP)
+        at = put_bytes(out, at, read_group, read_group_length);
+    at = put_bytes(out, at, tail + U(L_TAIL), U(L_TAIL_LENGTH));
+    out[at] = '\n';
+#undef U
+}

@@ -5,7 +5,6 @@ bytes, on random alignments (clips, indels, = and X, Ns in reads and reference, 
 
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 import pyopencl as cl
@@ -21,28 +20,43 @@ from bowmap.runtime.devices import DeviceArray, make_buffer
 from .test_sam import make_case
 
 
-def device_fields(device, case, masked: bool = True):
-    """format_chunk's ``fields_on_device`` for ``case``: its contigs packed (Ns as stand-ins
-    marked ambiguous) and its reads' codes on ``device``."""
-    flat = np.concatenate(case.contigs)
-    ambiguous = np.concatenate(([0], (flat == 4).astype(np.int8), [0]))
-    starts = np.flatnonzero(np.diff(ambiguous) == 1)
-    ends = np.flatnonzero(np.diff(ambiguous) == -1)
-    if not masked:
-        assert len(starts) == 0
-    stand_ins = np.where(flat == 4, np.arange(len(flat)) % 4, flat).astype(np.uint8)  # any base: the mask says N
-    text = PackedText(device, pack_2bit(stand_ins), len(flat), starts, ends - starts)
-    both = case.chunk.both_codes
-    codes = DeviceArray(make_buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=both if len(both) else np.zeros(1, np.uint8)), both)
-    made = functools.partial(SamFields(device, device.queue(), text).fields, codes)
+class OnDevice:
+    """format_chunk's ``on_device`` for a chunk of reads on ``contigs``: the contigs packed (Ns
+    as stand-ins marked ambiguous) and the reads' codes on ``device``; ``lines``: the lines
+    written there too (else the host writes them from the fields made there). ``results``:
+    what each fields call gave."""
 
-    def fields(*arguments):
-        result = made(*arguments)
-        fields.results.append(result)
+    def __init__(self, device, contigs, chunk, masked: bool = True, lines: bool = False):
+        flat = np.concatenate([contig if isinstance(contig, np.ndarray) else _whole(contig) for contig in contigs])
+        ambiguous = np.concatenate(([0], (flat == 4).astype(np.int8), [0]))
+        starts = np.flatnonzero(np.diff(ambiguous) == 1)
+        ends = np.flatnonzero(np.diff(ambiguous) == -1)
+        if not masked:
+            assert len(starts) == 0
+        stand_ins = np.where(flat == 4, np.arange(len(flat)) % 4, flat).astype(np.uint8)  # any base: the mask says N
+        text = PackedText(device, pack_2bit(stand_ins), len(flat), starts, ends - starts)
+        both = chunk.both_codes
+        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+        codes = DeviceArray(make_buffer(device.context, flags, hostbuf=both if len(both) else np.zeros(1, np.uint8)), both)
+        self.bound = SamFields(device, device.queue(), text).on(codes)
+        self.lines = self.bound.lines if lines else None
+        self.results = []
+
+    def fields(self, *arguments):
+        result = self.bound.fields(*arguments)
+        self.results.append(result)
         return result
 
-    fields.results = []
-    return fields
+
+def _whole(far) -> np.ndarray:
+    """A test_sam_records FarEnd contig (150 Mbp known only at its end) as a whole array."""
+    codes = np.zeros(len(far), dtype=np.uint8)
+    codes[far.offset :] = far.codes
+    return codes
+
+
+def device_fields(device, case, masked: bool = True, lines: bool = False) -> OnDevice:
+    return OnDevice(device, case.contigs, case.chunk, masked, lines)
 
 
 @pytest.mark.parametrize(
@@ -56,32 +70,35 @@ def device_fields(device, case, masked: bool = True):
         (7, 333, True, False, True),
     ],
 )
-def test_fields_on_the_device_give_the_same_text(device, seed, count, long_reads, ambiguous, write_unaligned):
+@pytest.mark.parametrize("lines", [False, True])
+def test_fields_on_the_device_give_the_same_text(device, seed, count, long_reads, ambiguous, write_unaligned, lines):
     case = make_case(seed, count, long_reads=long_reads, ambiguous=ambiguous)
     expected = format_chunk(case.chunk, case.alignments, case.reference, "rg", write_unaligned)
-    fields = device_fields(device, case, masked=ambiguous)
-    assert format_chunk(case.chunk, case.alignments, case.reference, "rg", write_unaligned, fields_on_device=fields) == expected
+    fields = device_fields(device, case, masked=ambiguous, lines=lines)
+    assert format_chunk(case.chunk, case.alignments, case.reference, "rg", write_unaligned, on_device=fields) == expected
     assert len(fields.results) == 1 and fields.results[0] is not None  # made on the device, not by the reference
 
 
-def test_long_texts_small_batches_and_a_short_head(device, monkeypatch):
+@pytest.mark.parametrize("lines", [False, True])
+def test_long_texts_small_batches_and_a_short_head(device, monkeypatch, lines):
     """MDs and CIGARs past the head (the second read-back), batches of a few lines each."""
     case = make_case(11, 300, long_reads=True)
     expected = format_chunk(case.chunk, case.alignments, case.reference, None, True)
     monkeypatch.setattr(sam_fields, "HEAD_BYTES", 3)
     monkeypatch.setattr("bowmap.align.output.sam._BATCH_BYTES", 20_000)
-    fields = device_fields(device, case)
-    assert format_chunk(case.chunk, case.alignments, case.reference, None, True, fields_on_device=fields) == expected
+    fields = device_fields(device, case, lines=lines)
+    assert format_chunk(case.chunk, case.alignments, case.reference, None, True, on_device=fields) == expected
     made = fields.results[0]
     assert made is not None and made.md_lengths.max() > 3 and made.cigar_lengths.max() > 3
 
 
-def test_every_line_unmapped(device):
+@pytest.mark.parametrize("lines", [False, True])
+def test_every_line_unmapped(device, lines):
     case = make_case(12, 40)
     alignments = case.alignments
     alignments.mapped[:] = False
     expected = format_chunk(case.chunk, alignments, case.reference, None, True)
-    assert format_chunk(case.chunk, alignments, case.reference, None, True, fields_on_device=device_fields(device, case)) == expected
+    assert format_chunk(case.chunk, alignments, case.reference, None, True, on_device=device_fields(device, case, lines=lines)) == expected
 
 
 @pytest.mark.parametrize("wrong", ["inside clip", "too few bases", "past the contig", "unknown operation"])
@@ -104,8 +121,26 @@ def test_a_wrong_cigar_gets_the_reference_message(device, wrong):
         alignments.position[line] = case.reference.contig_lengths[alignments.contig[line]] - length + 1
     with pytest.raises(ValueError) as host:
         format_chunk(case.chunk, alignments, case.reference, None, True)
-    fields = device_fields(device, case)
+    fields = device_fields(device, case, lines=True)
     with pytest.raises(ValueError) as on_device:
-        format_chunk(case.chunk, alignments, case.reference, None, True, fields_on_device=fields)
+        format_chunk(case.chunk, alignments, case.reference, None, True, on_device=fields)
     assert str(on_device.value) == str(host.value)
     assert fields.results == [None]  # the kernel found it, and left the message to the reference
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_kind_of_record_written_on_the_device(device, seed):
+    """The lines written on the device (sam_lines) against the host's, byte for byte, on every
+    kind of record: pairs, secondary and supplementary records with SA and hard clips, XA, read
+    groups, FASTA input, empty reads and names, numbers past 10**8 (test_sam_records' cases)."""
+    from .test_sam_records import random_case
+
+    rng = np.random.default_rng(2000 + seed)
+    paired, fasta, far = bool(seed % 2 == 0), bool(seed % 3 == 1), bool(seed % 4 == 3)
+    count = int(rng.choice([2, 64, 255, 600])) // (2 if paired else 1) * (2 if paired else 1)
+    chunk, alignments, reference, contigs, _, _ = random_case(seed, count, paired, fasta, far)
+    for read_group, write_unaligned in (("lane1", True), (None, False)):
+        expected = format_chunk(chunk, alignments, reference, read_group, write_unaligned)
+        on_device = OnDevice(device, contigs, chunk, masked=any((np.asarray(getattr(contig, 'codes', contig)) == 4).any() for contig in contigs), lines=True)
+        assert format_chunk(chunk, alignments, reference, read_group, write_unaligned, on_device=on_device) == expected
+        assert len(on_device.results) == 1 and on_device.results[0] is not None

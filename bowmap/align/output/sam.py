@@ -23,6 +23,7 @@ import numpy as np
 
 from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
 from bowmap.align.output.reference import ReferenceText
+from bowmap.align.output.sam_tags import Alternatives, alternatives_text, tail_tags
 from bowmap.align.output.sam_text import (
     assemble,
     constant_rows,
@@ -212,8 +213,52 @@ def _pick(condition: np.ndarray) -> np.ndarray | None:
     return None if condition.all() else np.flatnonzero(condition)
 
 
-def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
-    """SAM lines for alignment ``rows`` (sorted, of reads in input order), as uint8 text."""
+@dataclass
+class _Lines:
+    """A batch's lines before they are text (:func:`_line_values`): what both formatters, the
+    host's (:func:`_format_rows`) and the device's (bowmap.align.output.sam_lines), write."""
+
+    count: int
+    reads: np.ndarray
+    read_lengths: np.ndarray
+    read_starts: np.ndarray
+    mapped: np.ndarray
+    reverse: np.ndarray
+    mapped_rows: np.ndarray
+    partner: np.ndarray  # the batch row SA names, -1: none
+    hidden: np.ndarray  # secondary records: SEQ and QUAL '*', no XS
+    fields: LineFields  # of the mapped rows
+    edit_distance: np.ndarray
+    span: np.ndarray
+    hard: np.ndarray  # clips written as H, SEQ and QUAL without them (lead and trail bases)
+    lead: np.ndarray
+    trail: np.ndarray
+    shown: np.ndarray  # SEQ and QUAL bases (1 where starred)
+    starred: np.ndarray  # SEQ and QUAL '*'
+    flag: np.ndarray
+    contig: np.ndarray  # -1: none
+    position: np.ndarray  # 1-based POS
+    mapq: np.ndarray
+    rname: np.ndarray  # row of context.rnames
+    second: np.ndarray  # XS (where ``scored``)
+    scored: np.ndarray | None  # rows with XS (None: every row)
+    mate: tuple | None  # paired: (mate row, RNEXT row of context.rnames, PNEXT, TLEN, rows with MC/MQ or None: every row)
+
+    def cigar_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """CIGAR of every line ('*' unmapped) with its soft clips, as SA and MC name them."""
+        fields = self.fields
+        if len(self.mapped_rows) == self.count:
+            return fields.cigar, fields.cigar_lengths
+        cigar = np.empty((self.count, fields.cigar.shape[1]), dtype=np.uint8)
+        cigar[self.mapped_rows] = fields.cigar
+        cigar[:, 0] = np.where(self.mapped, cigar[:, 0], ord("*"))
+        cigar_lengths = np.ones(self.count, dtype=np.int64)
+        cigar_lengths[self.mapped_rows] = fields.cigar_lengths
+        return cigar, cigar_lengths
+
+
+def _line_values(chunk, alignments, rows, context) -> _Lines:
+    """The values of the SAM lines of alignment ``rows`` (sorted, of reads in input order)."""
     count = len(rows)
     reads = context.read_index[rows]
     read_lengths = context.read_lengths[reads]
@@ -222,7 +267,6 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
     reverse = alignments.reverse[rows] & mapped
     empty = read_lengths == 0
     mapped_rows = np.flatnonzero(mapped)
-    all_mapped = len(mapped_rows) == count
 
     partner = np.full(count, -1, dtype=np.int64)
     if alignments.partner is not None:  # the batch holds every row of its reads: partners too
@@ -234,19 +278,10 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
 
     if context.device_fields is not None:  # the batch's mapped rows: a run of the chunk's
         lines, made = context.device_fields
-        first = int(np.searchsorted(lines, rows[0]))
+        first = int(np.searchsorted(lines, rows[0])) if count else 0
         fields = made.take(slice(first, first + len(mapped_rows)))
     else:
         fields = _alignment_fields(chunk, alignments, rows[mapped_rows], reads[mapped_rows], reverse[mapped_rows], context)
-    # CIGAR of every line ('*' unmapped), as SA and MC name them: with soft clips.
-    if all_mapped:
-        cigar, cigar_lengths = fields.cigar, fields.cigar_lengths
-    else:
-        cigar = np.empty((count, fields.cigar.shape[1]), dtype=np.uint8)
-        cigar[mapped_rows] = fields.cigar
-        cigar[:, 0] = np.where(mapped, cigar[:, 0], ord("*"))
-        cigar_lengths = np.ones(count, dtype=np.int64)
-        cigar_lengths[mapped_rows] = fields.cigar_lengths
     edit_distance = np.zeros(count, dtype=np.int64)
     edit_distance[mapped_rows] = fields.edit_distance
     span = np.zeros(count, dtype=np.int64)
@@ -254,32 +289,59 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
 
     # Hard-clipped rows: SEQ and QUAL without the clipped bases, S written as H.
     lead = trail = np.zeros(count, dtype=np.int64)
-    line_cigar = cigar
     hard = np.zeros(count, dtype=bool)
     if alignments.hard_clipped is not None:
         hard = alignments.hard_clipped[rows] & mapped & ~hidden
     if hard.any():
         ops = np.asarray(alignments.cigar_ops, dtype=np.uint32)
-        first = ops[alignments.cigar_offsets[rows[hard]]]
-        last = ops[alignments.cigar_offsets[rows[hard] + 1] - 1]
+        first_op = ops[alignments.cigar_offsets[rows[hard]]]
+        last_op = ops[alignments.cigar_offsets[rows[hard] + 1] - 1]
         lead, trail = np.zeros(count, dtype=np.int64), np.zeros(count, dtype=np.int64)
-        lead[hard] = np.where((first & 0xF) == SOFT_CLIP, first >> 4, 0)
-        trail[hard] = np.where((last & 0xF) == SOFT_CLIP, last >> 4, 0)
+        lead[hard] = np.where((first_op & 0xF) == SOFT_CLIP, first_op >> 4, 0)
+        trail[hard] = np.where((last_op & 0xF) == SOFT_CLIP, last_op >> 4, 0)
+    starred = empty | hidden
+    shown = np.where(starred, 1, read_lengths - lead - trail)
+
+    flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
+    if alignments.secondary is not None:
+        flag += np.where(alignments.secondary[rows] & mapped, FLAG_SECONDARY, 0)
+    if alignments.supplementary is not None:
+        flag += np.where(alignments.supplementary[rows] & mapped, FLAG_SUPPLEMENTARY, 0)
+    contig = np.where(mapped, alignments.contig[rows], -1).astype(np.int64)
+    position = np.where(mapped, alignments.position[rows].astype(np.int64) + 1, 0)
+    mate = None
+    if chunk.paired:
+        flag, contig, position, mate = _mate_values(alignments, rows, reads, flag, mapped, reverse, contig, position, span, len(context.rnames[0]))
+    # XS on every mapped read, 0 when no other alignment was found (as bwa mem writes it).
+    second = alignments.second_score[rows]
+    second = np.where(second == NO_SCORE, 0, np.maximum(second, 0))
+    return _Lines(
+        count, reads, read_lengths, read_starts, mapped, reverse, mapped_rows, partner, hidden, fields, edit_distance, span, hard, lead,
+        trail, shown, starred, flag, contig, position, np.where(mapped, context.mapq[rows], 0),
+        np.where(contig >= 0, contig, len(context.reference.contig_names)), second, _pick(mapped & ~hidden), mate,
+    )  # fmt: skip
+
+
+def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
+    """SAM lines for alignment ``rows`` (sorted, of reads in input order), as uint8 text."""
+    values = _line_values(chunk, alignments, rows, context)
+    count, reads, mapped_rows, fields = values.count, values.reads, values.mapped_rows, values.fields
+    cigar, cigar_lengths = values.cigar_rows()
+    line_cigar = cigar
+    if values.hard.any():
         line_cigar = cigar.copy()
-        letters = line_cigar[hard]
+        letters = line_cigar[values.hard]
         letters[letters == ord("S")] = ord("H")
-        line_cigar[hard] = letters
+        line_cigar[values.hard] = letters
 
     # SEQ is the aligned strand: a reverse read's comes from the reverse complements (second in
     # the pool); QUAL the qualities, read backwards (a reversed view) for a reverse read.
-    shown = read_lengths - lead - trail
-    starred = empty | hidden
+    reverse, read_starts, read_lengths, lead, shown, starred = values.reverse, values.read_starts, values.read_lengths, values.lead, values.shown, values.starred
     strand_starts = read_starts + np.where(reverse, len(chunk.codes), 0) + lead
     width = max(int(shown.max()), 1)
     even_width = width + width % 2  # whole code pairs
     sequence = np.take(_SEQUENCE_PAIRS, rows_of(context.read_pool, strand_starts, even_width).view("<u2")).view(np.uint8)
     sequence[starred, 0] = ord("*")
-    shown = np.where(starred, 1, shown)
     if chunk.qualities is None:
         quality, quality_lengths = constant_rows(b"*", count)
     else:
@@ -291,35 +353,35 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
         quality[starred, 0] = ord("*")
         quality_lengths = shown
 
-    second = alignments.second_score[rows]
-    flag = np.where(mapped, np.where(reverse, FLAG_REVERSE, 0), FLAG_UNMAPPED)
-    if alignments.secondary is not None:
-        flag += np.where(alignments.secondary[rows] & mapped, FLAG_SECONDARY, 0)
-    if alignments.supplementary is not None:
-        flag += np.where(alignments.supplementary[rows] & mapped, FLAG_SUPPLEMENTARY, 0)
-    contig = np.where(mapped, alignments.contig[rows], -1).astype(np.int64)
-    position = np.where(mapped, alignments.position[rows].astype(np.int64) + 1, 0)
-    mapq = np.where(mapped, context.mapq[rows], 0)
-    mate_tags = []
-    if chunk.paired:
-        flag, contig, position, mate_fields, mate_tags = _mate_fields(
-            alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, cigar_lengths, context.rnames
-        )
+    rnames, rname_lengths = context.rnames
+    if values.mate is not None:
+        mate, rnext, mate_position, template, with_tags = values.mate
+        mate_shown = mate if with_tags is None else mate[with_tags]
+        mate_fields = [
+            (rnames[rnext], rname_lengths[rnext], None),
+            (*decimal_rows(mate_position, b"\t"), None),
+            (*decimal_rows(template, b"\t"), None),
+        ]
+        mate_tags = [
+            (*constant_rows(b"\tMC:Z:", len(mate_shown)), with_tags),
+            (cigar[mate_shown], cigar_lengths[mate_shown], with_tags),
+            (*decimal_rows(values.mapq[mate_shown], b"\tMQ:i:"), with_tags),
+        ]
     else:
-        mate_fields = [(*constant_rows(b"\t*\t0\t0", count), None)]
-    rname = np.where(contig >= 0, contig, len(context.reference.contig_names))
+        mate_fields, mate_tags = [(*constant_rows(b"\t*\t0\t0", count), None)], []
 
     name_lengths = context.name_lengths[reads]
     names = rows_of(chunk.names, chunk.name_offsets[reads], max(int(name_lengths.max()), 1))
     names[name_lengths == 0, 0] = ord("*")
     tab = constant_rows(b"\t", count)
-    on_mapped = None if all_mapped else mapped_rows
+    on_mapped = None if len(mapped_rows) == count else mapped_rows
+    scored = values.scored
     lines = [
         (names, np.maximum(name_lengths, 1), None),
-        (*decimal_rows(flag, b"\t"), None),
-        (context.rnames[0][rname], context.rnames[1][rname], None),
-        (*decimal_rows(position, b"\t"), None),
-        (*decimal_rows(mapq, b"\t"), None),
+        (*decimal_rows(values.flag, b"\t"), None),
+        (rnames[values.rname], rname_lengths[values.rname], None),
+        (*decimal_rows(values.position, b"\t"), None),
+        (*decimal_rows(values.mapq, b"\t"), None),
         (*tab, None),
         (line_cigar, cigar_lengths, None),
         *mate_fields,
@@ -331,18 +393,12 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
         (*constant_rows(b"\tMD:Z:", len(mapped_rows)), on_mapped),
         (fields.md, fields.md_lengths, on_mapped),
         (*decimal_rows(alignments.score[rows[mapped_rows]], b"\tAS:i:"), on_mapped),
+        (*decimal_rows(values.second if scored is None else values.second[scored], b"\tXS:i:"), scored),
+        *mate_tags,
     ]  # fmt: skip
-    # XS on every mapped read, 0 when no other alignment was found (as bwa mem writes it).
-    scored = _pick(mapped & ~hidden)
-    second = np.where(second == NO_SCORE, 0, np.maximum(second, 0))
-    lines.append((*decimal_rows(second if scored is None else second[scored], b"\tXS:i:"), scored))
-    lines += mate_tags
     if context.read_group_id is not None:
         lines.append((*constant_rows(b"\tRG:Z:" + context.read_group_id.encode(), count), None))
-    if (partner >= 0).any():  # SA names the partner with its soft clips, whatever its own line shows
-        lines += _split_tag(partner, rname, position, reverse, cigar, cigar_lengths, mapq, edit_distance, context)
-    if context.alternatives is not None:
-        lines += _alternatives_tag(alignments, rows, reads, context.alternatives)
+    lines += tail_tags(alignments, rows, values, cigar, cigar_lengths, context)
     lines.append((*constant_rows(b"\n", count), None))
     return assemble(count, lines)[0]
 
@@ -368,85 +424,10 @@ def _fields_on_device(chunk, alignments, rows, context, fields_on_device) -> tup
     return None if made is None else (lines, made)
 
 
-def _split_tag(partner, rname, position, reverse, cigar, cigar_lengths, mapq, edit_distance, context) -> list:
-    """SA:Z on the rows with a partner (the other part of a split read, a row of the batch):
-    ``rname,pos,strand,CIGAR,mapQ,NM;`` of the partner, POS 1-based."""
-    present = np.flatnonzero(partner >= 0)
-    other = partner[present]
-    names, name_lengths = context.split_names
-    strands, strand_lengths = table_rows([b",+,", b",-,"])
-    strand = reverse[other].astype(np.intp)
-    return [
-        (names[rname[other]], name_lengths[rname[other]], present),
-        (*decimal_rows(position[other], b","), present),
-        (strands[strand], strand_lengths[strand], present),
-        (cigar[other], cigar_lengths[other], present),
-        (*decimal_rows(mapq[other], b","), present),
-        (*decimal_rows(edit_distance[other], b","), present),
-        (*constant_rows(b";", len(present)), present),
-    ]
-
-
-@dataclass
-class _Alternatives:
-    """The XA text of a chunk's reads: read ``reads[k]``'s is ``text[starts[k]:][:lengths[k]]``."""
-
-    reads: np.ndarray  # sorted
-    starts: np.ndarray
-    lengths: np.ndarray
-    text: np.ndarray
-
-
-def _alternatives_text(chunk, alignments, rows, context) -> _Alternatives | None:
-    """``rname,±pos,CIGAR,NM;`` of each alternative (POS 1-based, the sign the strand's), joined
-    by read, for the reads with a primary line among ``rows``: once a chunk, not once a batch."""
-    others = alignments.alternatives
-    if others is None or not len(others.mapped):
-        return None
-    primary = alignments.primary_rows()[rows] & alignments.mapped[rows]
-    entries = np.flatnonzero(np.isin(others.read_index, context.read_index[rows[primary]]))
-    if len(entries) == 0:
-        return None
-    entry_reads = others.read_index[entries]
-    fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context, with_md=False)
-    n = len(entries)
-    names, name_lengths = context.alternative_names
-    contig = others.contig[entries]
-    signs, sign_lengths = table_rows([b",+", b",-"])
-    sign = others.reverse[entries].astype(np.intp)
-    text, entry_lengths = assemble(n, [
-        (names[contig], name_lengths[contig], None),
-        (signs[sign], sign_lengths[sign], None),
-        (*decimal_rows(others.position[entries] + 1), None),
-        (*constant_rows(b",", n), None),
-        (fields.cigar, fields.cigar_lengths, None),
-        (*decimal_rows(fields.edit_distance, b","), None),
-        (*constant_rows(b";", n), None),
-    ])  # fmt: skip
-    # A read's entries are consecutive (alternatives are sorted by read): its text is one span.
-    listed_reads, first_entry = np.unique(entry_reads, return_index=True)
-    lengths = segment_sum(entry_lengths, np.diff(np.append(first_entry, n)))
-    return _Alternatives(listed_reads, exclusive_cumsum(entry_lengths)[first_entry], lengths, text)
-
-
-def _alternatives_tag(alignments, rows, reads, alternatives: _Alternatives) -> list:
-    """XA:Z on the primary rows of reads with alternatives."""
-    primary = alignments.primary_rows()[rows] & alignments.mapped[rows]
-    present = np.flatnonzero(primary & np.isin(reads, alternatives.reads))
-    if len(present) == 0:
-        return []
-    listed = np.searchsorted(alternatives.reads, reads[present])
-    lengths = alternatives.lengths[listed]
-    return [
-        (*constant_rows(b"\tXA:Z:", len(present)), present),
-        (rows_of(alternatives.text, alternatives.starts[listed], max(int(lengths.max()), 1)), lengths, present),
-    ]
-
-
 FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE, FLAG_FIRST, FLAG_SECOND = 0x1, 0x2, 0x8, 0x20, 0x40, 0x80
 
 
-def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, position, span, mapq, cigar, cigar_lengths, rnames):
+def _mate_values(alignments, rows, reads, flag, mapped, reverse, contig, position, span, names: int):
     """The pair fields of paired rows (reads 2j and 2j + 1 are the mates of a pair, R1 first; the
     batch holds every row of its pairs, each read's primary first), each row's from its mate's
     primary row: FLAG bits 0x1 0x2 0x8 0x20 0x40 0x80; an unmapped mate placed at its mate's
@@ -454,7 +435,8 @@ def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, positio
     fixmate does); RNEXT (``=`` on the same reference), PNEXT; TLEN from the leftmost to the
     rightmost mapped base of the two, positive on the leftmost mate (R1 when both start
     together), 0 unless both map to one reference; MC and MQ, the mate's CIGAR and MAPQ, where
-    the mate is mapped. Returns flag, contig, position, the RNEXT/PNEXT/TLEN fields and tags."""
+    the mate is mapped. Returns flag, contig, position and (mate row, RNEXT row of the ``names``
+    rows of context.rnames, PNEXT, TLEN, the rows with MC and MQ or None: every row)."""
     count = len(rows)
     mate = np.searchsorted(reads, reads ^ 1, side="left")  # the mate's primary row
     mate_mapped = mapped[mate]
@@ -473,19 +455,8 @@ def _mate_fields(alignments, rows, reads, flag, mapped, reverse, contig, positio
     leftmost = (start < start[mate]) | ((start == start[mate]) & (reads % 2 == 0))
     template = np.where(both, np.where(leftmost, right - left, left - right), 0)
     # RNEXT: the mate's reference name, '*' (the table's row after the contigs) or '=' (the next).
-    table, table_lengths = rnames
-    names = np.where(mate_contig < 0, len(table) - 2, np.where(mate_contig == contig, len(table) - 1, mate_contig))
-    shown = _pick(mate_mapped)
-    mate_shown = mate if shown is None else mate[shown]
-    return flag, contig, position, [
-        (table[names], table_lengths[names], None),
-        (*decimal_rows(mate_position, b"\t"), None),
-        (*decimal_rows(template, b"\t"), None),
-    ], [
-        (*constant_rows(b"\tMC:Z:", len(mate_shown)), shown),
-        (cigar[mate_shown], cigar_lengths[mate_shown], shown),
-        (*decimal_rows(mapq[mate_shown], b"\tMQ:i:"), shown),
-    ]
+    rnext = np.where(mate_contig < 0, names - 2, np.where(mate_contig == contig, names - 1, mate_contig))
+    return flag, contig, position, (mate, rnext, mate_position, template, _pick(mate_mapped))
 
 
 @dataclass
@@ -502,21 +473,23 @@ class _Context:
     rnames: tuple  # '\t' and RNAME of each contig, then '\t*' and '\t=', as left-aligned rows
     split_names: tuple  # '\tSA:Z:' and each contig's name (then '*')
     alternative_names: tuple  # each contig's name (then '*')
-    alternatives: _Alternatives | None = None  # the XA text of the chunk's reads
+    alternatives: Alternatives | None = None  # the XA text of the chunk's reads
     device_fields: tuple | None = None  # (mapped rows, their LineFields) made on the device
 
 
 def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceText, read_group_id: str | None, write_unaligned: bool, scoring=None,
-                 fields_on_device=None) -> bytes:
-    """SAM text (no header) of one chunk, lines in input order.
+                 on_device=None) -> bytes | bytearray:
+    """SAM text (no header) of one chunk, lines in input order (a bytearray when written on the
+    device).
 
     ``chunk`` is the reader's ReadChunk; ``reference_text`` a :class:`ReferenceText` (contig
     names for RNAME, reference codes for NM/MD). MAPQ is ``alignments.mapq`` when given, else
     :func:`mapping_quality` under ``scoring``; secondary lines get MAPQ 0. Unmapped reads are
     written (FLAG 4) only when ``write_unaligned``. A CIGAR that disagrees with its read or runs
-    past its contig raises ValueError (a bug upstream, not a user error). ``fields_on_device``:
-    :meth:`bowmap.align.output.sam_fields.SamFields.fields` with the chunk's read codes on its
-    device (a partial): the CIGAR, NM and MD of the mapped lines are made there, once a chunk.
+    past its contig raises ValueError (a bug upstream, not a user error). ``on_device``: a
+    :class:`bowmap.align.output.sam_fields.BoundSamFields` (the chunk's read codes on its
+    device): the CIGAR, NM and MD of the mapped lines are made there (its ``fields``), then the
+    whole text (its ``lines``, unless None: the host writes the lines), once a chunk.
     """
     rows_total = len(alignments.mapped)
     read_index = np.arange(chunk.count, dtype=np.int64) if alignments.read_index is None else np.asarray(alignments.read_index, dtype=np.int64)
@@ -561,9 +534,13 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         split_names=table_rows([b"\tSA:Z:" + name.encode() for name in reference_text.contig_names] + [b"\tSA:Z:*"]),
         alternative_names=table_rows([name.encode() for name in reference_text.contig_names] + [b"*"]),
     )
-    context.alternatives = _alternatives_text(chunk, alignments, rows, context)
-    if fields_on_device is not None:
-        context.device_fields = _fields_on_device(chunk, alignments, rows, context, fields_on_device)
+    context.alternatives = alternatives_text(chunk, alignments, rows, context)
+    if on_device is not None:
+        context.device_fields = _fields_on_device(chunk, alignments, rows, context, on_device.fields)
+        if context.device_fields is not None and on_device.lines is not None:
+            from bowmap.align.output.sam_lines import device_text
+
+            return device_text(chunk, alignments, rows, context, on_device)
     # Bytes a line's fields may take (SEQ, QUAL, name, CIGAR at 11 a op, MD, fixed): the batch size.
     op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
     width = 4 * read_lengths[read_index[rows]] + name_lengths[read_index[rows]] + 12 * op_counts + 160

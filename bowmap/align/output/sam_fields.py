@@ -1,7 +1,8 @@
 """Owner of ``opencl/align/sam_fields.cl``: the CIGAR text, NM and MD of a chunk's mapped lines,
 made on the device from the read codes and the packed text already there, in place of the host's
 gathers and comparisons (:func:`bowmap.align.output.sam._alignment_fields`, the reference; the
-tests compare them byte for byte). Why: with 15 host workers the cores, not the GPU, bound a
+tests compare them byte for byte); then the chunk's whole lines, written there from the values
+the host computed (``sam_lines``: see :mod:`bowmap.align.output.sam_lines`). Why: with 15 host workers the cores, not the GPU, bound a
 run (H200, chr20 and a 1 Gbp genome: each worker process 83-88% of a core, 12% idle), and these
 fields took a sixth of a worker's time (py-spy)."""
 
@@ -32,7 +33,17 @@ class SamFields:
         self.text = text
         context = device.context
         self._inputs = [ReusedBuffer(context, cl.mem_flags.READ_ONLY) for _ in range(7)]
-        self._cigar, self._md, self._values = (ReusedBuffer(context, cl.mem_flags.WRITE_ONLY) for _ in range(3))
+        self._cigar, self._md, self._values = (ReusedBuffer(context, cl.mem_flags.READ_WRITE) for _ in range(3))
+        self._line_kernel = make_kernel(program, "sam_lines")
+        self._line_group = work_group_size(self._line_kernel, device)
+        self._line_inputs = [ReusedBuffer(context, cl.mem_flags.READ_ONLY) for _ in range(8)]
+        self._text = ReusedBuffer(context, cl.mem_flags.WRITE_ONLY)
+        self._tables = None  # the last fields' rows on the device: (cigar, its pitch, md, its pitch, values, lines)
+
+    def on(self, read_codes: DeviceArray) -> BoundSamFields:
+        """:meth:`fields` and :meth:`lines` with the chunk's ``read_codes`` (as format_chunk's
+        ``on_device`` takes them)."""
+        return BoundSamFields(self, read_codes)
 
     def fields(self, read_codes: DeviceArray, ops, op_first, op_count, read_start, read_length, text_start, text_end) -> LineFields | None:
         """The fields of lines whose operations are ``ops[op_first[i]:][:op_count[i]]`` (BAM
@@ -44,6 +55,7 @@ class SamFields:
         lines = len(op_first)
         if lines == 0:
             empty, none = np.zeros((0, 1), dtype=np.uint8), np.zeros(0, dtype=np.int64)
+            self._tables = (self._cigar.at_least(1), 1, self._md.at_least(1), 1, self._values.at_least(4), 0)
             return LineFields(empty, none, none, empty, none, none)
         op_count = np.asarray(op_count, dtype=np.int64)
         ops = np.ascontiguousarray(ops, dtype=np.uint32)
@@ -76,10 +88,52 @@ class SamFields:
             reads.add_columns(head, table, pitch)
         reads.wait()
         if values[4].any():
+            self._tables = None
             return None
+        self._tables = (cigar, cigar_pitch, md, md_pitch, values_buffer, lines)
         rests = [reads.add_rest(head, table, pitch, int(text_lengths.max())) for head, (table, pitch, text_lengths) in zip(heads, tables)]
         reads.wait()  # the texts past the heads, where any
         cigar_text, md_text = (joined_columns(head, rest) for head, rest in zip(heads, rests))
         as_int64 = values[:4].astype(np.int64)
         return LineFields(cigar_text, as_int64[0], as_int64[2], md_text, as_int64[1], as_int64[3])
 
+
+    def lines(self, read_codes: DeviceArray, line_values: np.ndarray, long_values: np.ndarray, names: np.ndarray, qualities: np.ndarray | None,
+              strings: np.ndarray, string_offsets: np.ndarray, tail: np.ndarray, read_group: bytes, size: int) -> bytearray:
+        """The ``size`` bytes of lines written by ``sam_lines`` (see opencl/align/sam_fields.cl
+        for ``line_values``, uint32 rows of L_* values a line, and ``long_values``, int64 POS,
+        PNEXT and TLEN) from the CIGAR and MD rows of the last :meth:`fields` call."""
+        if self._tables is None:
+            raise RuntimeError("sam_lines needs the fields of the same lines first")
+        cigar, cigar_pitch, md, md_pitch, values, value_lines = self._tables
+        count = line_values.shape[1]
+        arrays = [np.ascontiguousarray(line_values, dtype=np.uint32), np.ascontiguousarray(long_values, dtype=np.int64)] + [
+            np.ascontiguousarray(array, dtype=dtype) if len(array) else np.zeros(1, dtype)
+            for array, dtype in ((names, np.uint8), (qualities if qualities is not None else np.zeros(0), np.uint8), (strings, np.uint8),
+                                 (string_offsets, np.uint32), (tail, np.uint8), (np.frombuffer(read_group, np.uint8), np.uint8))
+        ]
+        buffers = [staging.upload(self.queue, array) for staging, array in zip(self._line_inputs, arrays)]
+        out = self._text.at_least(max(1, size))
+        self._line_kernel(
+            self.queue, (-(-count // self._line_group) * self._line_group,), (self._line_group,), buffers[0], buffers[1], buffers[2],
+            buffers[3], read_codes.buffer, buffers[4], buffers[5], cigar, np.uint32(cigar_pitch), md, np.uint32(md_pitch), values,
+            np.uint32(value_lines), buffers[6], buffers[7], np.uint32(len(read_group)), np.uint32(count), out,
+        )
+        text = bytearray(size)  # the SAM text as it goes out (the writers take any bytes-like)
+        reads = DeferredReads(self.queue)
+        reads.add(np.frombuffer(text, dtype=np.uint8), out)
+        reads.wait()
+        return text
+
+
+class BoundSamFields:
+    """A :class:`SamFields` with a chunk's read codes on its device."""
+
+    def __init__(self, owner: SamFields, read_codes: DeviceArray):
+        self.owner, self.read_codes = owner, read_codes
+
+    def fields(self, *arguments) -> LineFields | None:
+        return self.owner.fields(self.read_codes, *arguments)
+
+    def lines(self, *arguments) -> bytearray:
+        return self.owner.lines(self.read_codes, *arguments)

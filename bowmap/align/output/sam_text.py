@@ -130,6 +130,15 @@ def decimal_rows(values: np.ndarray, prefix: bytes = b"") -> tuple[np.ndarray, n
     return text.view(np.uint8).reshape(count, 16), lengths + before
 
 
+def decimal_lengths(values: np.ndarray) -> np.ndarray:
+    """The length of each integer's decimal text (int64), as :func:`decimal_rows` writes it."""
+    values = np.asarray(values, dtype=np.int64)
+    if len(values) and int(values.min()) >= 0 and int(values.max()) < 10000:
+        return _SMALL_LENGTHS[values]
+    magnitude = np.where(values < 0, ~values.view(np.uint64) + np.uint64(1), values.view(np.uint64))
+    return 1 + np.searchsorted(_POWERS, magnitude, side="right").astype(np.int64) + (values < 0)
+
+
 def _long_decimal_rows(values: np.ndarray, prefix: bytes) -> tuple[np.ndarray, np.ndarray]:
     """:func:`decimal_rows` of any int64: zero-padded groups of four digits, right-aligned behind
     a column for the sign; each row's text then starts d (+1 for '-') columns before the end
