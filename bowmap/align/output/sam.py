@@ -23,7 +23,7 @@ import numpy as np
 
 from bowmap.align.extend.mapq import NO_SCORE, mapping_quality
 from bowmap.align.output.reference import ReferenceText
-from bowmap.align.output.sam_tags import Alternatives, alternatives_text, tail_tags
+from bowmap.align.output.sam_tags import Alternatives, alternative_entries, alternatives_text, tail_tags
 from bowmap.align.output.sam_text import (
     assemble,
     constant_rows,
@@ -403,25 +403,32 @@ def _format_rows(chunk, alignments, rows, context) -> np.ndarray:
     return assemble(count, lines)[0]
 
 
-def _fields_on_device(chunk, alignments, rows, context, fields_on_device) -> tuple | None:
-    """The mapped lines of ``rows`` and their fields made on the device (see format_chunk), or
-    None where a line is wrong (the reference, _alignment_fields, then raises its message)."""
+def _fields_on_device(chunk, alignments, rows, context, fields_on_device, entries=None) -> tuple | None:
+    """The mapped lines of ``rows``, their fields made on the device (see format_chunk) and
+    those of the alternatives ``entries`` (None: none) made in the same launch; or None where a
+    line is wrong (the reference, _alignment_fields, then raises its message)."""
     reference = context.reference
     lines = rows[alignments.mapped[rows]]
-    reads = context.read_index[lines]
-    contig = alignments.contig[lines].astype(np.int64)
-    position = alignments.position[lines].astype(np.int64)
-    if ((contig < 0) | (contig >= len(reference.contig_lengths)) | (position < 0)).any():
+    parts = [(alignments, lines, context.read_index[lines])]
+    if entries is not None:
+        parts.append((alignments.alternatives, entries, alignments.alternatives.read_index[entries]))
+    columns, base = [], 0
+    for source, picked, reads in parts:
+        contig = source.contig[picked].astype(np.int64)
+        position = source.position[picked].astype(np.int64)
+        if ((contig < 0) | (contig >= len(reference.contig_lengths)) | (position < 0)).any():
+            return None
+        offsets = np.asarray(source.cigar_offsets, dtype=np.int64)
+        contig_start = reference.contig_starts[contig]
+        columns.append((base + offsets[picked], offsets[picked + 1] - offsets[picked],
+                        chunk.offsets[reads] + np.where(source.reverse[picked], len(chunk.codes), 0), context.read_lengths[reads],
+                        contig_start + position, contig_start + reference.contig_lengths[contig]))  # fmt: skip
+        base += len(source.cigar_ops)
+    ops = np.concatenate([np.asarray(source.cigar_ops, dtype=np.uint32) for source, _, _ in parts])
+    made = fields_on_device(ops, *(np.concatenate(column) for column in zip(*columns)))
+    if made is None:
         return None
-    op_first = np.asarray(alignments.cigar_offsets, dtype=np.int64)[lines]
-    op_count = np.asarray(alignments.cigar_offsets, dtype=np.int64)[lines + 1] - op_first
-    contig_start = reference.contig_starts[contig]
-    made = fields_on_device(
-        np.asarray(alignments.cigar_ops, dtype=np.uint32), op_first, op_count,
-        chunk.offsets[reads] + np.where(alignments.reverse[lines], len(chunk.codes), 0), context.read_lengths[reads],
-        contig_start + position, contig_start + reference.contig_lengths[contig],
-    )
-    return None if made is None else (lines, made)
+    return lines, made.take(slice(0, len(lines))), (made.take(slice(len(lines), None)) if entries is not None else None)
 
 
 FLAG_PAIRED, FLAG_PROPER, FLAG_MATE_UNMAPPED, FLAG_MATE_REVERSE, FLAG_FIRST, FLAG_SECOND = 0x1, 0x2, 0x8, 0x20, 0x40, 0x80
@@ -534,10 +541,12 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
         split_names=table_rows([b"\tSA:Z:" + name.encode() for name in reference_text.contig_names] + [b"\tSA:Z:*"]),
         alternative_names=table_rows([name.encode() for name in reference_text.contig_names] + [b"*"]),
     )
-    context.alternatives = alternatives_text(chunk, alignments, rows, context)
-    if on_device is not None:
-        context.device_fields = _fields_on_device(chunk, alignments, rows, context, on_device.fields)
-        if context.device_fields is not None and on_device.lines is not None:
+    entries = alternative_entries(alignments, rows, context)
+    made = None if on_device is None else _fields_on_device(chunk, alignments, rows, context, on_device.fields, entries)
+    context.alternatives = alternatives_text(chunk, alignments, entries, context, None if made is None else made[2])
+    if made is not None:
+        context.device_fields = made[:2]
+        if on_device.lines is not None:
             from bowmap.align.output.sam_lines import device_text
 
             return device_text(chunk, alignments, rows, context, on_device)

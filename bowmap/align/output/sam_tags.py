@@ -52,20 +52,29 @@ class Alternatives:
     text: np.ndarray
 
 
-def alternatives_text(chunk, alignments, rows, context) -> Alternatives | None:
-    """``rname,±pos,CIGAR,NM;`` of each alternative (POS 1-based, the sign the strand's), joined
-    by read, for the reads with a primary line among ``rows``: once a chunk, not once a batch."""
+def alternative_entries(alignments, rows, context) -> np.ndarray | None:
+    """The rows of ``alignments.alternatives`` listed in XA: those of reads with a primary line
+    among ``rows`` (None: none)."""
     others = alignments.alternatives
     if others is None or not len(others.mapped):
         return None
     primary = alignments.primary_rows()[rows] & alignments.mapped[rows]
     entries = np.flatnonzero(np.isin(others.read_index, context.read_index[rows[primary]]))
-    if len(entries) == 0:
-        return None
-    entry_reads = others.read_index[entries]
-    from bowmap.align.output.sam import _alignment_fields
+    return entries if len(entries) else None
 
-    fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context, with_md=False)
+
+def alternatives_text(chunk, alignments, entries, context, fields=None) -> Alternatives | None:
+    """``rname,±pos,CIGAR,NM;`` of each alternative ``entries`` (POS 1-based, the sign the
+    strand's), joined by read: once a chunk, not once a batch. ``fields``: their CIGAR and NM
+    made on the device (None: made here)."""
+    if entries is None:
+        return None
+    others = alignments.alternatives
+    entry_reads = others.read_index[entries]
+    if fields is None:
+        from bowmap.align.output.sam import _alignment_fields
+
+        fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context, with_md=False)
     n = len(entries)
     names, name_lengths = context.alternative_names
     contig = others.contig[entries]
