@@ -47,6 +47,9 @@ class OnDevice:
         self.results.append(result)
         return result
 
+    def text(self, *arguments):
+        return self.bound.text(*arguments)
+
 
 def _whole(far) -> np.ndarray:
     """A test_sam_records FarEnd contig (150 Mbp known only at its end) as a whole array."""

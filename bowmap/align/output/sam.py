@@ -496,7 +496,8 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
     past its contig raises ValueError (a bug upstream, not a user error). ``on_device``: a
     :class:`bowmap.align.output.sam_fields.BoundSamFields` (the chunk's read codes on its
     device): the CIGAR, NM and MD of the mapped lines are made there (its ``fields``), then the
-    whole text (its ``lines``, unless None: the host writes the lines), once a chunk.
+    whole text (its ``text``, bowmap.align.output.sam_lines; unless its ``lines`` is None: the
+    host writes the lines), once a chunk.
     """
     rows_total = len(alignments.mapped)
     read_index = np.arange(chunk.count, dtype=np.int64) if alignments.read_index is None else np.asarray(alignments.read_index, dtype=np.int64)
@@ -543,13 +544,15 @@ def format_chunk(chunk, alignments: ChunkAlignments, reference_text: ReferenceTe
     )
     entries = alternative_entries(alignments, rows, context)
     made = None if on_device is None else _fields_on_device(chunk, alignments, rows, context, on_device.fields, entries)
-    context.alternatives = alternatives_text(chunk, alignments, entries, context, None if made is None else made[2])
+    if entries is not None:  # XA: the alternatives' CIGAR and NM made with the lines' on the device, or here
+        others = alignments.alternatives
+        fields = made[2] if made is not None else _alignment_fields(chunk, others, entries, others.read_index[entries], others.reverse[entries],
+                                                                    context, with_md=False)
+        context.alternatives = alternatives_text(alignments, entries, fields, context)
     if made is not None:
         context.device_fields = made[:2]
         if on_device.lines is not None:
-            from bowmap.align.output.sam_lines import device_text
-
-            return device_text(chunk, alignments, rows, context, on_device)
+            return on_device.text(chunk, alignments, rows, context)
     # Bytes a line's fields may take (SEQ, QUAL, name, CIGAR at 11 a op, MD, fixed): the batch size.
     op_counts = np.diff(np.asarray(alignments.cigar_offsets, dtype=np.int64))[rows]
     width = 4 * read_lengths[read_index[rows]] + name_lengths[read_index[rows]] + 12 * op_counts + 160

@@ -137,3 +137,10 @@ class BoundSamFields:
 
     def lines(self, *arguments) -> bytearray:
         return self.owner.lines(self.read_codes, *arguments)
+
+    def text(self, chunk, alignments, rows, context) -> bytearray:
+        """The SAM text of a chunk's lines ``rows`` written here (format_chunk's, whose fields
+        this made: :func:`bowmap.align.output.sam_lines.device_text`)."""
+        from bowmap.align.output.sam_lines import device_text
+
+        return device_text(chunk, alignments, rows, context, self)

@@ -63,18 +63,11 @@ def alternative_entries(alignments, rows, context) -> np.ndarray | None:
     return entries if len(entries) else None
 
 
-def alternatives_text(chunk, alignments, entries, context, fields=None) -> Alternatives | None:
+def alternatives_text(alignments, entries, fields, context) -> Alternatives:
     """``rname,±pos,CIGAR,NM;`` of each alternative ``entries`` (POS 1-based, the sign the
-    strand's), joined by read: once a chunk, not once a batch. ``fields``: their CIGAR and NM
-    made on the device (None: made here)."""
-    if entries is None:
-        return None
+    strand's) whose CIGAR and NM are ``fields``, joined by read: once a chunk, not once a batch."""
     others = alignments.alternatives
     entry_reads = others.read_index[entries]
-    if fields is None:
-        from bowmap.align.output.sam import _alignment_fields
-
-        fields = _alignment_fields(chunk, others, entries, entry_reads, others.reverse[entries], context, with_md=False)
     n = len(entries)
     names, name_lengths = context.alternative_names
     contig = others.contig[entries]
