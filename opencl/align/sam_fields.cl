@@ -33,15 +33,21 @@
 
 #include "packed_text.h"
 
-/* `value` in decimal at out[at..]; where the text goes on. */
-inline uint put_decimal(__global uchar *out, uint at, uint value)
+/* `value` in decimal at out[at..]; where the text goes on. 64-bit divisions only while the
+ * value needs them (a position past 4 Gbp), 32-bit ones for the rest. */
+inline uint put_decimal(__global uchar *out, uint at, ulong value)
 {
-    uchar digits[10];
+    uchar digits[20];
     uint count = 0;
+    while (value > 0xFFFFFFFFul) {
+        digits[count++] = (uchar)('0' + value % 10ul);
+        value /= 10ul;
+    }
+    uint rest = (uint)value;
     do {
-        digits[count++] = (uchar)('0' + value % 10u);
-        value /= 10u;
-    } while (value);
+        digits[count++] = (uchar)('0' + rest % 10u);
+        rest /= 10u;
+    } while (rest);
     while (count)
         out[at++] = digits[--count];
     return at;
@@ -172,20 +178,9 @@ enum { L_OUT, L_NAME, L_NAME_LENGTH, L_FLAG, L_RNAME, L_MAPQ, L_CIGAR_ROW, L_RNE
 
 inline uint put_long(__global uchar *out, uint at, long value)
 {
-    ulong magnitude = (ulong)value;
-    if (value < 0) {
+    if (value < 0)
         out[at++] = '-';
-        magnitude = 0ul - magnitude;  /* unsigned: no overflow at the least long */
-    }
-    uchar digits[20];
-    uint count = 0;
-    do {
-        digits[count++] = (uchar)('0' + magnitude % 10ul);
-        magnitude /= 10ul;
-    } while (magnitude);
-    while (count)
-        out[at++] = digits[--count];
-    return at;
+    return put_decimal(out, at, value < 0 ? 0ul - (ulong)value : (ulong)value);  /* unsigned: no overflow at the least long */
 }
 
 inline uint put_bytes(__global uchar *out, uint at, __global const uchar *from, uint length)
