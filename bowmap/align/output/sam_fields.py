@@ -2,9 +2,9 @@
 made on the device from the read codes and the packed text already there, in place of the host's
 gathers and comparisons (:func:`bowmap.align.output.sam._alignment_fields`, the reference; the
 tests compare them byte for byte); then the chunk's whole lines, written there from the values
-the host computed (``sam_lines``: see :mod:`bowmap.align.output.sam_lines`). Why: with 15 host workers the cores, not the GPU, bound a
-run (H200, chr20 and a 1 Gbp genome: each worker process 83-88% of a core, 12% idle), and these
-fields took a sixth of a worker's time (py-spy)."""
+the host computed (``sam_lines``: see :mod:`bowmap.align.output.sam_lines`). Why: with 15 host
+workers the cores, not the GPU, bound a run (H200, chr20 and a 1 Gbp genome: each worker
+process 83-88% of a core, 12% idle), and these fields took a sixth of a worker's time (py-spy)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,6 @@ class SamFields:
         cigar_text, md_text = (joined_columns(head, rest) for head, rest in zip(heads, rests))
         as_int64 = values[:4].astype(np.int64)
         return LineFields(cigar_text, as_int64[0], as_int64[2], md_text, as_int64[1], as_int64[3])
-
 
     def lines(self, read_codes: DeviceArray, line_values: np.ndarray, long_values: np.ndarray, names: np.ndarray, qualities: np.ndarray | None,
               strings: np.ndarray, string_offsets: np.ndarray, tail: np.ndarray, read_group: bytes, size: int) -> bytearray:

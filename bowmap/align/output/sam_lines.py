@@ -79,8 +79,9 @@ def device_text(chunk, alignments, rows, context, on_device) -> bytearray:
         length += _NO_MATE
 
     tail = np.zeros(0, dtype=np.uint8)
-    if (values.partner >= 0).any() or context.alternatives is not None:
-        cigar, line_cigar_lengths = values.cigar_rows() if (values.partner >= 0).any() else (None, None)
+    split = (values.partner >= 0).any()
+    if split or context.alternatives is not None:
+        cigar, line_cigar_lengths = values.cigar_rows() if split else (None, None)  # SA names its partner's CIGAR
         tags = tail_tags(alignments, rows, values, cigar, line_cigar_lengths, context)
         if tags:
             tail, tail_lengths = assemble(count, tags)
