@@ -75,9 +75,9 @@ class DeviceWorker:
         from bowmap.align.output.sam_fields import SamFields
 
         self.sam_fields = SamFields(device, extend_queue, device_text)  # CIGAR, NM and MD on the extend stage's queue
-        from bowmap.align.extend.tandem import TandemKernel
+        from bowmap.align.extend.extender import ExtendKernels
 
-        self.tandem_kernel = TandemKernel(device, extend_queue, device_text)
+        self.extend_kernels = ExtendKernels.on(device, extend_queue, device_text)  # tandem scores and ranking
 
     def seed(self, chunk):
         from bowmap.align.reads import as_chunk
@@ -92,8 +92,8 @@ class DeviceWorker:
         chunk, windows = item
         stage = (self.device_text, self.index, self.smith_waterman, chunk, windows, self.scoring, self.options, self.rescue_filter)
         if chunk.paired and chunk.insert_model is None:  # the model's sample: mapped as single reads, not written
-            return ChunkResult(observations=pair_observations(*stage, tandem_kernel=self.tandem_kernel))
-        alignments = extend_chunk(*stage, tandem_kernel=self.tandem_kernel)
+            return ChunkResult(observations=pair_observations(*stage, kernels=self.extend_kernels))
+        alignments = extend_chunk(*stage, kernels=self.extend_kernels)
         proper = int(alignments.proper[alignments.primary_rows()].sum()) if chunk.paired else 0
         read_group_id = self.options.read_group[0] if self.options.read_group else None
         sent = self.smith_waterman.sent_reads  # the chunk's read codes, on the device since its extend stage

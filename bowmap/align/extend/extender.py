@@ -251,19 +251,38 @@ class Scored:
         return self._places
 
 
+@dataclass
+class ExtendKernels:
+    """The extend stage's kernels beside Smith-Waterman, on its queue: the tandem scores
+    (:class:`bowmap.align.extend.tandem.TandemKernel`) and the windows' ranking
+    (:class:`bowmap.align.extend.ranking.RankKernel`). None: made by NumPy, their references."""
+
+    tandem: object | None = None
+    ranking: object | None = None
+
+    @classmethod
+    def on(cls, device, queue, device_text) -> ExtendKernels:
+        from bowmap.align.extend.ranking import RankKernel
+        from bowmap.align.extend.tandem import TandemKernel
+
+        return cls(TandemKernel(device, queue, device_text), RankKernel(device, queue))
+
+
 class Extender:
     """The extend stage of one chunk: scores windows, ranks them, traces the chosen ones.
 
     Reads are sent to the device once (every call below reads them there); windows are (text
     position, length), and the kernels read their bases from the packed text on the device."""
 
-    def __init__(self, device_text, index, smith_waterman, chunk, scoring, options: AlignOptions, tandem_kernel=None):
+    def __init__(self, device_text, index, smith_waterman, chunk, scoring, options: AlignOptions, kernels: ExtendKernels | None = None):
         self.device_text, self.index, self.smith_waterman = device_text, index, smith_waterman
-        self.tandem_kernel = tandem_kernel  # a TandemKernel on smith_waterman's queue, or None: tandem scores by NumPy
+        kernels = kernels or ExtendKernels()
+        self.tandem_kernel = kernels.tandem
         self.chunk, self.scoring, self.options = chunk, scoring, options
         self.count = chunk.count
         self.lengths = np.diff(chunk.offsets)
         self.read_codes = smith_waterman.send_reads(chunk.both_codes)  # once for every call below
+        self.ranking = None if kernels.ranking is None else (kernels.ranking, self.read_codes)
         self.read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
         self.read_lengths = np.concatenate((self.lengths, self.lengths))
         # Alignments this close to a read's best count against its MAPQ (bwa's sub_n: the cost
@@ -285,7 +304,7 @@ class Extender:
     def scored(self, windows: Windows, rescuer=None) -> Scored:
         """Every window scored and ranked; with a ``rescuer``, poor reads' dense-seed windows too."""
         score, read_end, window_end = self.score(windows)
-        ranked = _ranked(self.chunk, windows, score, read_end, window_end, self.count, self.delta, self.scoring.match)
+        ranked = _ranked(self.chunk, windows, score, read_end, window_end, self.count, self.delta, self.scoring.match, self.ranking)
         scored = Scored(windows, score, read_end, window_end, *ranked[:4], match=self.scoring.match, _places=ranked[4])
         seed_options = self.options.seed
         if rescuer is not None and seed_options.rescue_interval:
@@ -315,7 +334,7 @@ class Extender:
         ranked_again = ranked_again[np.argsort(windows.read[ranked_again], kind="stable")]
         subset = Windows(*(getattr(windows, name)[ranked_again] for name in Windows.FIELDS))
         again = _ranked(self.chunk, subset, score[ranked_again], read_end[ranked_again], window_end[ranked_again], self.count, self.delta,
-                        self.scoring.match)
+                        self.scoring.match, self.ranking)
         best, best_score, second_score, suboptimal = (array.copy() for array in (scored.best, scored.best_score, scored.second_score, scored.suboptimal))
         best[reads] = np.where(again[0][reads] >= 0, ranked_again[np.maximum(again[0][reads], 0)], -1)
         best_score[reads], second_score[reads], suboptimal[reads] = again[1][reads], again[2][reads], again[3][reads]
@@ -478,10 +497,17 @@ class Traced:
         return self.cigar_ops[segment_ranges(self.cigar_starts, self.cigar_lengths)]
 
 
-def _ranked(chunk, windows: Windows, score, read_end, window_end, count: int, delta: int, match: int):
+def _ranked(chunk, windows: Windows, score, read_end, window_end, count: int, delta: int, match: int, on_device=None):
     """best_two over a chunk's scored windows (sorted by read), ties broken by tie_breakers, and
     each read's sub-optimal alignment count (suboptimal_counts within ``delta``); then the
-    windows' places (Scored.places)."""
+    windows' places (Scored.places; None where ranked ``on_device``). ``on_device``: (a
+    :class:`bowmap.align.extend.ranking.RankKernel`, the chunk's read codes on its device), which
+    ranks there instead (this is its reference)."""
+    if on_device is not None:
+        kernel, read_codes = on_device
+        ranked = kernel.ranked(read_codes, chunk.offsets, windows.read, windows.start, windows.reverse, score, read_end, window_end, count,
+                               delta, match)
+        return (*ranked, None)
     tie_breaker = tie_breakers(chunk.codes, chunk.offsets, windows.read, windows.start, score)
     places = Places.estimated(windows.reverse, score, read_end, windows.start + window_end, match)
     best, best_score, second_score = best_two(windows.read, score, count, tie_breaker, places)

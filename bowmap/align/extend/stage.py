@@ -15,7 +15,7 @@ from bowmap.align.extend.pairs import choose_pairs, sample_observations
 from bowmap.align.extend.records import chunk_alignments
 
 
-def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None, tandem_kernel=None):
+def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None, kernels=None):
     """A chunk's records (``ChunkAlignments``): Smith-Waterman over every candidate window, the
     traceback of each read's best (a paired chunk: of each pair's choice, under
     ``chunk.insert_model``), and its other records (:func:`chunk_alignments`).
@@ -24,9 +24,9 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, op
     sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
     perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`),
     scored and ranked with the others; a pair's missing mates are rescued with it.
-    ``tandem_kernel``: a :class:`bowmap.align.extend.tandem.TandemKernel` on the same queue
-    (None: the tandem scores by NumPy, its reference)."""
-    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options, tandem_kernel)
+    ``kernels``: the :class:`bowmap.align.extend.extender.ExtendKernels` on the same queue
+    (None: the tandem scores and the ranking by NumPy, their references)."""
+    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options, kernels)
     scored = extender.scored(windows, rescuer)
     if not chunk.paired:
         return chunk_alignments(extender, scored, scored.best, scored.best_score, scored.second_score, scored.suboptimal, rescuer=rescuer)
@@ -35,9 +35,9 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, op
                             rescuer=rescuer)
 
 
-def pair_observations(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None, tandem_kernel=None) -> tuple:
+def pair_observations(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None, kernels=None) -> tuple:
     """The paired model's sample chunk (no ``insert_model`` yet), its mates mapped as single
     reads: the orientations and insert sizes of its confident pairs
     (:func:`bowmap.align.extend.pairs.sample_observations`)."""
-    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options, tandem_kernel)
+    extender = Extender(device_text, index, smith_waterman, chunk, scoring, options, kernels)
     return sample_observations(extender.scored(windows, rescuer), extender)

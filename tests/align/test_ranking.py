@@ -1,0 +1,84 @@
+"""The windows' ranking kernel (opencl/align/rank.cl, RankKernel) against its reference,
+extender._ranked (best_two with tie-breakers and places, rival_scores, suboptimal_counts), exactly."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from bowmap.align.extend.extender import SAME_ALIGNMENT_BASES, _ranked
+from bowmap.align.extend.mapq import NO_SCORE
+
+
+def random_case(seed: int, count: int, far: bool = False):
+    """``count`` reads of awkward lengths (Ns among their bases, some empty) and their windows,
+    sorted by read: none, one or many a read, clustered around a few places per read (copies
+    within SAME_ALIGNMENT_BASES of each other, on either strand) so that places repeat, with
+    scores from a small set (ties; negative ones) and text positions past 2^32 when ``far``."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.choice([0, 1, 31, 100, 150, 151, 250], size=count)
+    offsets = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    codes = rng.integers(0, 5, size=int(offsets[-1]), dtype=np.uint8)
+    per_read = rng.choice([0, 0, 1, 1, 2, 3, 5, 9, 40], size=count)
+    per_read[rng.random(count) < 0.01] = 150  # a few reads in repeats: many windows
+    read = np.repeat(np.arange(count), per_read)
+    n = len(read)
+    places = rng.integers(0, 4, size=n)
+    base = rng.integers(0, 6_000_000_000 if far else 3_000_000, size=count)
+    start = (base[read] + places * rng.choice([5, 20, 400], size=n) + rng.integers(-SAME_ALIGNMENT_BASES - 4, SAME_ALIGNMENT_BASES + 4, size=n))
+    start = np.maximum(start, 0).astype(np.int64)
+    reverse = rng.random(n) < np.where(places % 2 == 0, 0.1, 0.9)
+    score = rng.choice([-3, 0, 1, 29, 30, 31, 60, 61, 100, 145, 150], size=n).astype(np.int64)
+    top = rng.random(n) < 0.3
+    score[top] = 150  # many reads with tied bests
+    read_end = np.minimum(rng.integers(0, 260, size=n), np.maximum(lengths[read], 0)).astype(np.int32)
+    window_end = rng.integers(0, 320, size=n).astype(np.int32)
+    windows = SimpleNamespace(read=read, start=start, reverse=reverse)
+    chunk = SimpleNamespace(codes=codes, offsets=offsets)
+    return chunk, windows, score, read_end, window_end
+
+
+@pytest.mark.parametrize("seed, count, delta, match, far", [
+    (0, 1, 5, 1, False), (1, 255, 5, 1, False), (2, 256, 6, 2, True), (3, 257, 1, 1, False), (4, 1000, 5, 1, True), (5, 77, 0, 3, False),
+])  # fmt: skip
+def test_the_kernel_equals_its_reference(device, seed, count, delta, match, far):
+    import pyopencl as cl
+
+    from bowmap.align.extend.ranking import RankKernel
+    from bowmap.runtime.devices import DeviceArray, make_buffer
+
+    chunk, windows, score, read_end, window_end = random_case(seed, count, far)
+    pool = np.concatenate((chunk.codes, np.full(5, 2, np.uint8)))  # (codes past the reads', as a chunk's reverse strand)
+    on_device = DeviceArray(make_buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=pool), pool)
+    kernel = RankKernel(device, device.queue())
+    expected = _ranked(chunk, windows, score, read_end, window_end, count, delta, match)
+    got = _ranked(chunk, windows, score, read_end, window_end, count, delta, match, (kernel, on_device))
+    for name, mine, theirs in zip(("best", "best score", "second", "suboptimal"), got[:4], expected[:4]):
+        assert mine.dtype == np.int64 and mine.tolist() == theirs.tolist(), name
+    assert got[4] is None
+    best, best_score, second, suboptimal = expected[:4]
+    has = np.bincount(windows.read, minlength=count) > 0
+    # The case is not trivial: ties, rivals at other places and at none, suboptimal places.
+    assert (best[~has] == -1).all() and (best_score[~has] == NO_SCORE).all()
+    if count > 200:
+        assert (second[has] == NO_SCORE).any() and (second[has] != NO_SCORE).any() and (suboptimal > 0).any()
+        tied = np.bincount(windows.read[score == best_score[windows.read]], minlength=count) > 1
+        assert tied.sum() > 10
+
+
+def test_no_reads_and_no_windows(device):
+    import pyopencl as cl
+
+    from bowmap.align.extend.ranking import RankKernel
+    from bowmap.runtime.devices import DeviceArray, make_buffer
+
+    pool = np.zeros(4, np.uint8)
+    on_device = DeviceArray(make_buffer(device.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=pool), pool)
+    kernel = RankKernel(device, device.queue())
+    none = np.zeros(0, dtype=np.int64)
+    assert [a.tolist() for a in kernel.ranked(on_device, [0], none, none, none.astype(bool), none, none, none, 0, 5, 1)] == [[]] * 4
+    best, best_score, second, suboptimal = kernel.ranked(on_device, [0, 2, 4], none, none, none.astype(bool), none, none, none, 2, 5, 1)
+    assert best.tolist() == [-1, -1] and best_score.tolist() == second.tolist() == [NO_SCORE] * 2 and suboptimal.tolist() == [0, 0]
