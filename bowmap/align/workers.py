@@ -75,9 +75,10 @@ class DeviceWorker:
         from bowmap.align.output.sam_fields import SamFields
 
         self.sam_fields = SamFields(device, extend_queue, device_text)  # CIGAR, NM and MD on the extend stage's queue
-        from bowmap.align.extend.extender import ExtendKernels
+        from bowmap.align.extend.ranking import on_device_by_default
+        from bowmap.align.extend.stage import ExtendKernels
 
-        self.extend_kernels = ExtendKernels.on(device, extend_queue, device_text)  # tandem scores and ranking
+        self.extend_kernels = ExtendKernels.on(device, extend_queue, device_text, on_device_by_default())  # tandem scores (and ranking)
 
     def seed(self, chunk):
         from bowmap.align.reads import as_chunk

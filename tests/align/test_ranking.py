@@ -3,6 +3,7 @@ extender._ranked (best_two with tie-breakers and places, rival_scores, suboptima
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,6 +11,8 @@ import pytest
 
 from bowmap.align.extend.extender import SAME_ALIGNMENT_BASES, _ranked
 from bowmap.align.extend.mapq import NO_SCORE
+from bowmap.cli import main
+from tests.conftest import write_fasta
 
 
 def random_case(seed: int, count: int, far: bool = False):
@@ -82,3 +85,45 @@ def test_no_reads_and_no_windows(device):
     assert [a.tolist() for a in kernel.ranked(on_device, [0], none, none, none.astype(bool), none, none, none, 0, 5, 1)] == [[]] * 4
     best, best_score, second, suboptimal = kernel.ranked(on_device, [0, 2, 4], none, none, none.astype(bool), none, none, none, 2, 5, 1)
     assert best.tolist() == [-1, -1] and best_score.tolist() == second.tolist() == [NO_SCORE] * 2 and suboptimal.tolist() == [0, 0]
+
+
+# ------------------------------------------------------------------------ whole runs
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+@pytest.fixture(scope="module")
+def lambda_index(tmp_path_factory):
+    """Lambda phage, a copy of it with 1% substitutions (a read over none ties, one over some has
+    a rival a mismatch or two below) and a copy of its first half with 3%: where the ranking
+    decides."""
+    rng = np.random.default_rng(21)
+    text = "".join(line.strip() for line in (DATA / "lambda_virus.fa").read_text().splitlines()[1:])
+
+    def mutated(piece: str, rate: float) -> str:
+        bases = np.frombuffer(piece.encode(), dtype=np.uint8).copy()
+        changed = np.flatnonzero(rng.random(len(bases)) < rate)
+        bases[changed] = np.frombuffer(b"ACGT", dtype=np.uint8)[rng.integers(0, 4, size=len(changed))]
+        return bases.tobytes().decode()
+
+    folder = tmp_path_factory.mktemp("ranking")
+    reference = write_fasta(folder / "ref.fa", [("lambda", text), ("copy", mutated(text, 0.01)), ("half", mutated(text[: len(text) // 2], 0.03))])
+    assert main(["-q", "index", reference, str(folder / "ref")]) == 0
+    return folder / "ref"
+
+
+@pytest.mark.parametrize("reads", [["lambda_reads_100bp.fq.gz"], ["lambda_pairs_R1.fq.gz", "lambda_pairs_R2.fq.gz"]])
+def test_ranking_on_the_device_writes_the_same_sam(lambda_index, reads, tmp_path, monkeypatch):
+    """BOWMAP_RANK_ON_DEVICE=1 (the workers rank with RankKernel) changes no byte, single-end
+    and paired, with rescues (small chunks: several of them)."""
+    outputs = []
+    for switch in ("0", "1"):
+        monkeypatch.setenv("BOWMAP_RANK_ON_DEVICE", switch)
+        out = tmp_path / f"ranked{switch}.sam"
+        arguments = ["-q", "align", str(lambda_index), *(str(DATA / name) for name in reads), "-o", str(out), "--devices", "cpu",
+                     "--chunk-bases", "30000", "-p", "1"]
+        assert main(arguments) == 0
+        outputs.append([line for line in out.read_text().splitlines() if not line.startswith("@PG")])
+    assert outputs[0] == outputs[1] and len(outputs[0]) > 1000
+    mapq = [line.split("\t")[4] for line in outputs[0] if not line.startswith("@")]
+    assert mapq.count("0") > 100 and len(mapq) - mapq.count("0") > 100 and sum("XS:i:" in line for line in outputs[0]) > 1000

@@ -251,38 +251,22 @@ class Scored:
         return self._places
 
 
-@dataclass
-class ExtendKernels:
-    """The extend stage's kernels beside Smith-Waterman, on its queue: the tandem scores
-    (:class:`bowmap.align.extend.tandem.TandemKernel`) and the windows' ranking
-    (:class:`bowmap.align.extend.ranking.RankKernel`). None: made by NumPy, their references."""
-
-    tandem: object | None = None
-    ranking: object | None = None
-
-    @classmethod
-    def on(cls, device, queue, device_text) -> ExtendKernels:
-        from bowmap.align.extend.ranking import RankKernel
-        from bowmap.align.extend.tandem import TandemKernel
-
-        return cls(TandemKernel(device, queue, device_text), RankKernel(device, queue))
-
-
 class Extender:
     """The extend stage of one chunk: scores windows, ranks them, traces the chosen ones.
 
     Reads are sent to the device once (every call below reads them there); windows are (text
     position, length), and the kernels read their bases from the packed text on the device."""
 
-    def __init__(self, device_text, index, smith_waterman, chunk, scoring, options: AlignOptions, kernels: ExtendKernels | None = None):
+    def __init__(self, device_text, index, smith_waterman, chunk, scoring, options: AlignOptions, kernels=None):
         self.device_text, self.index, self.smith_waterman = device_text, index, smith_waterman
-        kernels = kernels or ExtendKernels()
-        self.tandem_kernel = kernels.tandem
+        # kernels: the stage's ExtendKernels (bowmap.align.extend.stage), or None: all by NumPy
+        self.tandem_kernel = None if kernels is None else kernels.tandem  # a TandemKernel, or None: tandem scores by NumPy
+        rank_kernel = None if kernels is None else kernels.ranking  # a RankKernel, or None: ranking by NumPy (_ranked)
         self.chunk, self.scoring, self.options = chunk, scoring, options
         self.count = chunk.count
         self.lengths = np.diff(chunk.offsets)
         self.read_codes = smith_waterman.send_reads(chunk.both_codes)  # once for every call below
-        self.ranking = None if kernels.ranking is None else (kernels.ranking, self.read_codes)
+        self.ranking = None if rank_kernel is None else (rank_kernel, self.read_codes)
         self.read_offsets = np.concatenate((chunk.offsets[:-1], chunk.offsets[:-1] + len(chunk.codes)))
         self.read_lengths = np.concatenate((self.lengths, self.lengths))
         # Alignments this close to a read's best count against its MAPQ (bwa's sub_n: the cost

@@ -7,11 +7,24 @@ a worker's time (H200, chr20, 15 workers: 0.8 s of 7.9 s per million reads)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
+from bowmap.align.extend.extender import SAME_ALIGNMENT_BASES
 from bowmap.align.extend.mapq import NO_SCORE
 
 SOURCE = "align/rank.cl"
+
+
+def on_device_by_default() -> bool:
+    """Whether the align command's workers rank on the device: only with BOWMAP_RANK_ON_DEVICE=1
+    (developers). Why not by default: it took 8% of the host workers' CPU off (chr20, 6 M reads,
+    15 workers, bench/host_waits.py), yet the whole commands did not speed up (single-end +3%,
+    paired -3%, within a call's spread): the runs are not bound by the workers' CPU (see
+    bench/RESULTS.md, session 21), and the ranking costs each chunk one more synchronisation
+    (two with rescues). Folded into the Smith-Waterman read-back it would cost none."""
+    return os.environ.get("BOWMAP_RANK_ON_DEVICE") == "1"
 
 
 class RankKernel:
@@ -20,7 +33,6 @@ class RankKernel:
     def __init__(self, device, queue):
         import pyopencl as cl
 
-        from bowmap.align.extend.extender import SAME_ALIGNMENT_BASES
         from bowmap.runtime.devices import ReusedBuffer, make_kernel, work_group_size
 
         options = (f"-DSAME_ALIGNMENT_BASES={SAME_ALIGNMENT_BASES}", f"-DNO_SCORE=({NO_SCORE})")

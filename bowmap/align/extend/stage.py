@@ -10,9 +10,30 @@ adds the records beyond the primary (:func:`bowmap.align.extend.records.chunk_al
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bowmap.align.extend.extender import Extender
 from bowmap.align.extend.pairs import choose_pairs, sample_observations
 from bowmap.align.extend.records import chunk_alignments
+
+
+@dataclass
+class ExtendKernels:
+    """The extend stage's kernels beside Smith-Waterman, on its queue: the tandem scores
+    (:class:`bowmap.align.extend.tandem.TandemKernel`) and the windows' ranking
+    (:class:`bowmap.align.extend.ranking.RankKernel`). None: made by NumPy, their references."""
+
+    tandem: object | None = None
+    ranking: object | None = None
+
+    @classmethod
+    def on(cls, device, queue, device_text, ranking: bool = False) -> ExtendKernels:
+        """The kernels on ``device``'s ``queue``; the ranking's only with ``ranking`` (see
+        bowmap.align.extend.ranking.on_device_by_default)."""
+        from bowmap.align.extend.ranking import RankKernel
+        from bowmap.align.extend.tandem import TandemKernel
+
+        return cls(TandemKernel(device, queue, device_text), RankKernel(device, queue) if ranking else None)
 
 
 def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, options, rescuer=None, kernels=None):
@@ -24,7 +45,7 @@ def extend_chunk(device_text, index, smith_waterman, chunk, windows, scoring, op
     sent there), reads whose best alignment is poor (``rescue_mismatches`` or more below a
     perfect match, or none) get the windows of dense seeds too (:meth:`SeedFilter.rescue_windows`),
     scored and ranked with the others; a pair's missing mates are rescued with it.
-    ``kernels``: the :class:`bowmap.align.extend.extender.ExtendKernels` on the same queue
+    ``kernels``: the :class:`ExtendKernels` on the same queue
     (None: the tandem scores and the ranking by NumPy, their references)."""
     extender = Extender(device_text, index, smith_waterman, chunk, scoring, options, kernels)
     scored = extender.scored(windows, rescuer)
