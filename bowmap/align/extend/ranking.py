@@ -2,8 +2,8 @@
 window, its score, the best score at another place, the sub-optimal count) made on the device,
 one work-item a read, in place of the host's sorts and reductions
 (:func:`bowmap.align.extend.extender._ranked`, the reference; the tests compare them exactly).
-Why: with the host workers bound by their cores on the GPU machine, the ranking took a tenth of
-a worker's time (H200, chr20, 15 workers: 0.8 s of 7.9 s per million reads)."""
+Why: the ranking took a tenth of a host worker's thread time (H200, chr20, 15 workers: 0.8 s of
+7.9 s per million reads); taken off, the runs were no faster (see :func:`on_device_by_default`)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class RankKernel:
 
         options = (f"-DSAME_ALIGNMENT_BASES={SAME_ALIGNMENT_BASES}", f"-DNO_SCORE=({NO_SCORE})")
         self._kernel = make_kernel(device.program(SOURCE, options), "rank_windows")
-        self._group = work_group_size(self._kernel, device, wavefronts=2)
+        self._group = work_group_size(self._kernel, device)
         self.queue = queue
         self._inputs = [ReusedBuffer(device.context, cl.mem_flags.READ_ONLY) for _ in range(4)]
         self._out = ReusedBuffer(device.context, cl.mem_flags.WRITE_ONLY)
