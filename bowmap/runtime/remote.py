@@ -318,14 +318,22 @@ class RemoteQueue:
         self.context.channel().flush()
 
 
+# What kernel owners ask of a kernel: OpenCL's CL_KERNEL_WORK_GROUP_SIZE, _PREFERRED_WORK_GROUP_SIZE_MULTIPLE
+# and _LOCAL_MEM_SIZE (pyopencl.kernel_work_group_info); the owner answers them for every kernel
+# of a program with the program itself (DeviceOwner._kernel_facts).
+KERNEL_FACTS = (0x11B0, 0x11B3, 0x11B2)
+
+
 class RemoteProgram:
-    """A program built on the owner's device: (source name, build options)."""
+    """A program built on the owner's device: (source name, build options), and its kernels'
+    facts (:data:`KERNEL_FACTS`: {(kernel name, parameter): value})."""
 
     is_remote = True
 
-    def __init__(self, device: RemoteDevice, key: tuple):
+    def __init__(self, device: RemoteDevice, key: tuple, facts: dict | None = None):
         self.device = device
         self.key = key
+        self.facts = {} if facts is None else facts
 
     def kernel(self, name: str) -> RemoteKernel:
         return RemoteKernel(self, name)
@@ -338,13 +346,13 @@ class RemoteKernel:
         self.program = program
         self.name = name
         self.key = _key()
-        self._info: dict[int, int] = {}
 
     def get_work_group_info(self, parameter, device=None) -> int:
         parameter = int(parameter)
-        if parameter not in self._info:
-            self._info[parameter] = self.program.device.context.request(("kernel_info", self.program.key, self.name, parameter))
-        return self._info[parameter]
+        facts = self.program.facts
+        if (self.name, parameter) not in facts:  # not one of KERNEL_FACTS: asked once
+            facts[self.name, parameter] = self.program.device.context.request(("kernel_info", self.program.key, self.name, parameter))
+        return facts[self.name, parameter]
 
     def __call__(self, queue: RemoteQueue, global_size, local_size, *arguments):
         import pyopencl as cl
@@ -386,9 +394,9 @@ class RemoteDevice:
         key = (source_name, tuple(options))
         if key not in self._programs:
             started = time.perf_counter()
-            self.context.request(("program", key))
+            facts = self.context.request(("program", key))
             self.build_seconds += time.perf_counter() - started
-            self._programs[key] = RemoteProgram(self, key)
+            self._programs[key] = RemoteProgram(self, key, facts)
         return self._programs[key]
 
     def queue(self) -> RemoteQueue:

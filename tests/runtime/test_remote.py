@@ -362,3 +362,42 @@ def test_an_owner_process_given_no_work_stops_when_closed():
     assert owner.process.is_alive() and owner.set_up_seconds == {}
     owner.close()
     assert owner.process.exitcode == 0
+
+
+def test_a_program_comes_with_its_kernels_facts_so_a_worker_asks_no_more(device):
+    """The owner answers a program with every kernel's KERNEL_FACTS (work-group size and its
+    preferred multiple, local memory): the values the device itself gives, and a host worker's
+    set-up then asks the owner nothing per kernel."""
+    import pyopencl as cl
+
+    from bowmap.runtime import remote
+    from bowmap.runtime.devices import make_kernel
+
+    owner, client = owner_and_client(device, lambda owned: {})
+    asked = []
+    call = remote._Channel.call
+
+    def counted(channel, message):
+        asked.append(message[0])
+        return call(channel, message)
+
+    try:
+        remote._Channel.call = counted
+        key = ("align/smith_waterman.cl", ("-DMATCH=1", "-DMISMATCH=4", "-DAMBIGUOUS=1", "-DGAP_OPEN=6", "-DGAP_EXTEND=1", "-DEND_TO_END=0"))
+        local, distant = device.program(*key), client.program(*key)
+        names = [kernel.function_name for kernel in local.all_kernels()]
+        assert len(names) > 1
+        for name in names:
+            for parameter in remote.KERNEL_FACTS:
+                assert make_kernel(distant, name).get_work_group_info(parameter) == \
+                    cl.Kernel(local, name).get_work_group_info(parameter, device.device), (name, parameter)
+        assert asked.count("program") == 1 and "kernel_info" not in asked
+        # Any other question is asked once a program, kernel and question.
+        private = cl.kernel_work_group_info.PRIVATE_MEM_SIZE
+        for _ in range(2):
+            assert make_kernel(distant, names[0]).get_work_group_info(private) == \
+                cl.Kernel(local, names[0]).get_work_group_info(private, device.device)
+        assert asked.count("kernel_info") == 1
+    finally:
+        remote._Channel.call = call
+        owner.close()
