@@ -127,19 +127,75 @@ def timeline_rows(label: str, folder: str) -> list[list[str]]:
     return rows
 
 
-def run(args, owners: int, work: str) -> tuple[float, dict, list]:
+def phase_rows(label: str, folder: str, begun: float, ended: float) -> list[list[str]]:
+    """With --phases: the whole command laid out from the marks every process made
+    (bowmap.runtime.usage.mark, on the clock all processes share): from the command's start to
+    the run proper (interpreter, imports, parsing), to the first chunk handed out (index, devices,
+    owners, workers), its SAM written, the paired model's sample, the steady middle (first chunk
+    written to last handed out), the tail (last handed out to last written), the wind-down (workers
+    exit, owners close, the output closed) and the exit; then how long the host workers sat idle
+    before their first chunk and after their last (mean a worker)."""
+    with open(os.path.join(folder, "parent.usage.json")) as file:
+        marks = json.load(file).get("marks", [])
+    at: dict[str, list[float]] = {}
+    for name, _, when in marks:
+        at.setdefault(name, []).append(when)
+    if not at.get("handed out") or not at.get("written"):
+        return []
+    first_out, last_out = min(at["handed out"]), max(at["handed out"])
+    first_written, last_written = min(at["written"]), max(at["written"])
+    steps = [("start: interpreter, imports, parsing", begun, at["run"][0]),
+             ("set-up: index, devices, owners, workers", at["run"][0], first_out),
+             ("first chunk mapped and written", first_out, first_written)]
+    if "insert model" in at:
+        steps.append(("paired: the insert-size sample", first_out, at["insert model"][0]))
+    steps += [(f"steady: {len(at['written'])} chunks written, to the last handed out", first_written, last_out),
+              ("tail: last handed out to last written", last_out, last_written),
+              ("wind-down: workers, owners, output closed", last_written, at.get("closed", [last_written])[0]),
+              ("exit", at.get("closed", [last_written])[0], ended)]
+    rows = [[label, name, f"{to - since:.3f} s", f"{since - begun:.3f} -> {to - begun:.3f}"] for name, since, to in steps]
+    before, after = [], []
+    for path in sorted(glob.glob(os.path.join(folder, "worker*.usage.json"))):
+        with open(path) as file:
+            worker = [(name, when) for name, _, when in json.load(file).get("marks", [])]
+        received = [when for name, when in worker if name == "received"]
+        finished = [when for name, when in worker if name == "finished"]
+        if received and finished:
+            before.append(min(received) - first_out)
+            after.append(last_written - max(finished))
+    if before:
+        rows.append([label, f"workers idle: after the first hand-out, before their first chunk (mean of {len(before)})",
+                     f"{sum(before) / len(before):.3f} s", ""])
+        rows.append([label, "workers idle: after their last chunk, before the last written (mean)", f"{sum(after) / len(after):.3f} s", ""])
+    # The other marks (the owners' and workers' start-up), each over the processes that made it.
+    events: dict[str, list[float]] = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.usage.json"))):
+        with open(path) as file:
+            for name, number, when in json.load(file).get("marks", []):
+                if number is None:
+                    events.setdefault(name, []).append(when - begun)
+    for name, times in sorted(events.items(), key=lambda item: min(item[1])):
+        times.sort()
+        rows.append([label, f"mark: {name} (x{len(times)})", "", f"{times[0]:.3f}, median {times[len(times) // 2]:.3f}, last {times[-1]:.3f}"])
+    rows.append([label, "whole command", f"{ended - begun:.3f} s", ""])
+    return rows
+
+
+def run(args, owners: int, work: str) -> tuple[float, dict, list, list]:
     folder = tempfile.mkdtemp(prefix=f"usage{owners}-", dir=work)
     command = [sys.executable, "-m", "bowmap", "align", args.index, args.reads, *([args.mates] if args.mates else []),
                "-o", os.path.join(work, "out.sam"), "--no-progress", *(["--devices", args.devices] if args.devices else []),
                *(["-p", str(args.processes)] if args.processes else []), *shlex.split(args.align_args)]
     environment = checkout_environment(BOWMAP_USAGE=folder, BOWMAP_OWNERS_PER_DEVICE=str(owners),
                                        BOWMAP_TIMELINE="1" if args.timeline else "0")
-    started = time.perf_counter()
+    begun = time.monotonic()
     done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
-    whole = time.perf_counter() - started
+    ended = time.monotonic()
     if done.returncode:
         raise SystemExit(f"host_waits: bowmap align failed:\n{done.stderr.strip()}")
-    return whole, usage_totals(folder), timeline_rows(f"{owners} owner(s) a device", folder) if args.timeline else []
+    label = f"{owners} owner(s) a device"
+    return (ended - begun, usage_totals(folder), timeline_rows(label, folder) if args.timeline else [],
+            phase_rows(label, folder, begun, ended) if args.phases else [])
 
 
 def render(rows: list[list[str]], header: list[str] | None = None) -> str:
@@ -161,6 +217,8 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=Path, default=HERE / "work" / "host_waits")
     parser.add_argument("--timeline", action="store_true",
                         help="also time every kernel on the owners' (profiling) queues: the GPU's busy share at steady state")
+    parser.add_argument("--phases", action="store_true",
+                        help="also lay the whole command out in phases (start, set-up, first chunk, steady, tail, wind-down, exit)")
     args = parser.parse_args(argv)
     try:
         owner_counts = [int(word) for word in args.owners.split(",")]
@@ -175,13 +233,17 @@ def main(argv=None) -> int:
         if not Path(args.index + ".bmi").exists():
             subprocess.run([sys.executable, "-m", "bowmap", "-q", "index", str(DATA / "lambda_virus.fa"), args.index], check=True,
                            env=checkout_environment())
-    rows, kernel_rows = [], []
+    rows, kernel_rows, phases = [], [], []
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for owners in owner_counts:
-            whole, kinds, timeline = run(args, owners, work)
+            whole, kinds, timeline, laid_out = run(args, owners, work)
             rows += rows_of(f"{owners} owner(s) a device", whole, kinds)
             kernel_rows += timeline
+            phases += laid_out
     print(render(rows))
+    if phases:
+        print()
+        print(render(phases, ["run", "phase", "seconds", "from -> to (s after the command's start)"]))
     if kernel_rows:
         print()
         print(render(kernel_rows, ["run", "owner / kernel", "span / count", "GPU busy / run", "at once / waits", "submission"]))

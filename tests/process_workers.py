@@ -189,3 +189,14 @@ class FailingAligner:
     def __call__(self, rank: int):
         seeds, extends = self.starter(rank)
         return [seeds, [functools.partial(failing_extend, extend) for extend in extends]]
+
+
+def hang(chunk):
+    """A worker that never finishes its chunk (as one could on a corrupted index)."""
+    while True:
+        time.sleep(1)
+
+
+class Hangs:
+    def __call__(self, rank: int):
+        return hang

@@ -29,6 +29,7 @@ from bowmap.align.workers import (
     default_queue_pairs,
     device_workers,
 )
+from bowmap.runtime import usage
 
 log = logging.getLogger("bowmap.align")
 
@@ -73,6 +74,11 @@ class _Background:
             raise self._error
         return self._value
 
+    def check(self) -> None:
+        """Raise its error if it has ended with one; else return at once."""
+        if not self._thread.is_alive() and self._error is not None:
+            raise self._error
+
 
 def run_align(options: AlignOptions) -> dict:
     """Map every read of ``options.reads``; return the run's summary figures."""
@@ -99,13 +105,13 @@ def run_align(options: AlignOptions) -> dict:
     from bowmap.index_builder.memory import available_memory
     from bowmap.runtime.devices import context_for, context_for_info, format_memory, list_devices, may_fork_device_users, may_fork_host_workers, parse_device_spec
     from bowmap.runtime.output import SamWriter
-    from bowmap.runtime import usage
 
     started = time.perf_counter()
     started_clock = time.monotonic()  # the same instant on the clock every process shares (see _StartLog)
+    usage.mark("run")
     scoring = options.scoring or Scoring(end_to_end=options.end_to_end)
-    # Mapped, not read: the checksums are checked by a helper thread while the workers start,
-    # and no chunk goes to a worker before they all match (see verified_chunks below).
+    # Mapped, not read: the checksums are checked by a helper thread while the run starts and
+    # maps its first chunks; nothing is written before they all match (see write below).
     index = load_index(options.index, verify=False)
     # A missing, unreadable or malformed reads file is one line at once: before a device is
     # opened, a checksum read or a byte written (the writer holds the header back until the
@@ -205,6 +211,7 @@ def run_align(options: AlignOptions) -> dict:
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
         log.info("devices: %s; %s [%.2f s]", ", ".join(info.name for info in device_infos), layout, time.perf_counter() - started)
+        usage.mark("devices")
         totals = Counts()
         written = {"first": None, "last": None}  # seconds from the start to the first and the last chunk's SAM
         exit_seconds = None  # the wait for the worker processes to exit
@@ -212,6 +219,8 @@ def run_align(options: AlignOptions) -> dict:
 
         def write(result: ChunkResult):
             nonlocal totals
+            if written["first"] is None:
+                checked()
             if result.observations is not None:  # a chunk of the paired model's sample: nothing to write
                 model.observe(*result.observations)
                 return
@@ -223,9 +232,20 @@ def run_align(options: AlignOptions) -> dict:
             totals += result.counts
             bar.written(result.counts.reads)
 
+        index_checked = []  # once its checksums match
+
+        def checked():
+            """The index's checksums, waited for once: by the first write, or in a run of one
+            process before its first chunk (there a corrupted index could crash the process that
+            maps, where worker processes or an owner would only fail)."""
+            if not index_checked:
+                verification.result()
+                index_checked.append(True)
+                log.info("index checksums match [%.2f s]", time.perf_counter() - started)
+
         def verified_chunks():
-            verification.result()
-            log.info("index checksums match [%.2f s]", time.perf_counter() - started)
+            if processes == 1:
+                checked()
             # The first chunks small (not when blocks are streamed: a chunk costs a sweep of them).
             ramp = 0 if plan.streamed else FIRST_CHUNKS_RAMP
             if options.paired:
@@ -252,18 +272,25 @@ def run_align(options: AlignOptions) -> dict:
                 # Host workers of device owners make no OpenCL call of their own: forked (from
                 # the command line), they start at once (see run_processes).
                 start_method = "fork" if owned and may_fork_host_workers() else "spawn"
+                # The checksums are checked meanwhile: a mismatch stops the workers within a poll,
+                # whatever a corrupted index made them do (watch).
                 exit_seconds = run_processes(chunks, starter, write, processes, ready=_StartLog(processes, started_clock, owners),
-                                             start_method=start_method, text_slot_bytes=text_slot_bytes(options.chunk_bases))
+                                             start_method=start_method, text_slot_bytes=text_slot_bytes(options.chunk_bases),
+                                             watch=verification.check)
             else:
                 # Streamed, chunks are large: one queued between stages, not four, bounds the host memory.
                 run_threaded(chunks, [[w.seed for w in workers], [w.extend for w in workers]], write, queue_size=1 if plan.streamed else 4)
-        except RangeInputError as error:
+        except Exception as error:
+            verification.result()  # a corrupted index explains whatever failed: its error first
+            if not isinstance(error, RangeInputError):
+                raise
             if options.paired:
                 from bowmap.align.reads.pairs import first_pair_error
 
                 raise first_pair_error(options.reads, options.mates, index.max_read_length, error) from None
             raise first_input_error(options.reads, index.max_read_length, error) from None
         success = True
+        usage.mark("mapped")
     finally:
         if standby is not None and standby not in owners:  # the layout needed none, or it failed first
             standby.close()
@@ -272,6 +299,7 @@ def run_align(options: AlignOptions) -> dict:
         model.stop.set()  # a reader waiting for the model after a failure gives up
         bar.close()
         writer.close(success)
+        usage.mark("closed")
     elapsed = time.perf_counter() - started
     reads = totals.reads
     residencies = {id(worker.residency): worker.residency for worker in workers if worker.residency is not None}
@@ -384,6 +412,7 @@ class _ModelHolder:
         from bowmap.align.extend.pairs import estimate_model
 
         self.model = estimate_model(orientation, distance, self.sample_pairs)
+        usage.mark("insert model")
         when = "" if self.started_clock is None else f" [{time.monotonic() - self.started_clock:.2f} s]"
         log.info("%s%s", self.model.describe(), when)
         self.ready.set()

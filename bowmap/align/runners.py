@@ -53,6 +53,7 @@ class OrderedWriter:
         waiting[number] = result
         while self.written in waiting:
             self.write(waiting.pop(self.written))
+            usage.mark("written", self.written)
             if self.in_flight is not None:
                 self.in_flight.release()
             self.written += 1
@@ -103,6 +104,7 @@ class _Run:
                 if self.failed.is_set():
                     raise _Stop
             self.put(channel, (chunk.number, chunk))
+            usage.mark("handed out", chunk.number)
             self.sent += 1
         for _ in range(ends):
             self.put(channel, end)
@@ -300,8 +302,10 @@ def _worker_process(start_worker: Callable, rank: int, inbox, results, gate=None
             stages = [[stages]]
         if all(len(workers) == 1 for workers in stages):
             for number, chunk in _inbox_items(inbox):
+                usage.mark("received", number)
                 for workers in stages:
                     chunk = workers[0](chunk)
+                usage.mark("finished", number)
                 send(("result", number, chunk))
         else:
             _threaded_worker(stages, inbox, send)
@@ -478,7 +482,8 @@ def _widen_pipe(descriptor: int) -> None:
 
 
 def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, processes: int, queue_size: int = 2,
-                  ready: Callable[[int, dict], None] | None = None, start_method: str = "spawn", text_slot_bytes: int = 0) -> float:
+                  ready: Callable[[int, dict], None] | None = None, start_method: str = "spawn", text_slot_bytes: int = 0,
+                  watch: Callable[[], None] | None = None) -> float:
     """Run ``chunks`` through ``processes`` worker processes and hand the results to ``write`` in
     input order (chunks numbered 0, 1, 2, ... by their ``number`` attribute).
 
@@ -500,8 +505,8 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
     and ``ready``, all time.monotonic(), and ``start_worker.start_timings`` if it has that.
     With ``text_slot_bytes``, a result's ``text`` (bytes) up to that size comes through shared
     memory (:class:`TextSlots`, two a worker) and reaches ``write`` as a memoryview of it, valid
-    only during that call. Returns the seconds spent waiting for the workers to exit after their
-    last result.
+    only during that call. ``watch()``, called between polls (0.1 s at most), stops the run with
+    what it raises. Returns the seconds spent waiting for the workers to exit after their last result.
     """
     import multiprocessing
     from multiprocessing.connection import wait
@@ -546,6 +551,8 @@ def run_processes(chunks: Iterable, start_worker: Callable, write: Callable, pro
         while open_pipes:
             if run.failed.is_set():
                 break
+            if watch is not None:
+                watch()
             for connection in wait(list(open_pipes), timeout=_POLL_SECONDS):
                 rank = open_pipes[connection]
                 try:

@@ -138,6 +138,8 @@ class ProcessWorker:
         from bowmap.index.load import load_index
         from bowmap.runtime.devices import context_for_info
 
+        from bowmap.runtime import usage
+
         started = time.monotonic()
         index = load_index(self.options.index, verify=False, identity=self.identity)
         loaded = time.monotonic()
@@ -145,7 +147,10 @@ class ProcessWorker:
             from bowmap.runtime.remote import RemoteDevice
 
             device = RemoteDevice(self.devices[rank % len(self.devices)], *self.owners[rank % len(self.owners)])
+            device.context.flush()
+            usage.mark("worker connected")
             workers = owner_device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)
+            usage.mark("worker set up")
             # The owner's set-up (its context, the index's upload) is waited for in "programs".
             self.start_timings = {"index": loaded - started, "programs": time.monotonic() - loaded}
             return [[worker.seed for worker in workers], [worker.extend for worker in workers]]

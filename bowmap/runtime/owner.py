@@ -145,9 +145,12 @@ class DeviceOwner:
     def _set_up(self, open_device, shared) -> None:
         try:
             started = time.perf_counter()
+            usage.mark("owner set-up")
             device = open_device()
             opened = time.perf_counter()
+            usage.mark("owner context")
             buffers = shared(device)
+            usage.mark("owner uploaded")
             self._pool.limit = min(POOL_BYTES, int(POOL_SHARE * device.info.global_memory))
             self._buffers.update({("shared", name): buffer for name, buffer in buffers.items()})
             if self._register is None:

@@ -21,6 +21,7 @@ FOLDER = os.environ.get("BOWMAP_USAGE") or os.environ.get("BOWMAP_PROFILE") or N
 TIMELINE = FOLDER is not None and os.environ.get("BOWMAP_TIMELINE") == "1"
 COUNTING = FOLDER is not None  # the waits are summed only then
 _WAITS: dict[str, list] = {}
+_MARKS: list = []  # (name, number, time.monotonic()) of mark()
 _LOCK = threading.Lock()
 
 
@@ -30,6 +31,18 @@ def waited(name: str, seconds: float) -> None:
         entry = _WAITS.setdefault(name, [0, 0.0])
         entry[0] += 1
         entry[1] += seconds
+
+
+if hasattr(os, "register_at_fork"):  # a forked worker's marks are its own
+    os.register_at_fork(after_in_child=_MARKS.clear)
+
+
+def mark(name: str, number: int | None = None) -> None:
+    """Note when ``name`` happened (a chunk's ``number`` where it is about one), on the clock
+    every process shares (time.monotonic): bench/host_waits.py --phases lays the run's phases
+    out from them. Does nothing unless COUNTING."""
+    if COUNTING:
+        _MARKS.append((name, number, time.monotonic()))
 
 
 class _Timed:
@@ -57,12 +70,14 @@ def timed(name: str):
 def write_usage(path: str, started: float, ready: float | None = None) -> None:
     """This process's CPU time (all its threads) and its age since ``started`` (time.monotonic),
     as JSON: CPU / age is how busy it kept its core. ``ready``: its age when it was ready to work.
-    ``waits``: name -> [count, thread-seconds] (see :func:`waited`)."""
+    ``waits``: name -> [count, thread-seconds] (see :func:`waited`); ``marks``: [name, number,
+    time.monotonic()] (see :func:`mark`), and ``started`` on that clock."""
     import resource  # Unix only: imported where a developer asked for the files
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
     with _LOCK:
         waits = {name: [count, round(seconds, 6)] for name, (count, seconds) in _WAITS.items()}
+        marks = list(_MARKS)
     with open(path, "w") as file:
         json.dump({"user_s": usage.ru_utime, "system_s": usage.ru_stime, "age_s": time.monotonic() - started, "ready_s": ready,
-                   "waits": waits}, file)
+                   "started": started, "waits": waits, "marks": marks}, file)

@@ -240,3 +240,18 @@ def test_workers_that_fail_or_die_in_odd_ways_stop_the_run(starter, error, text)
     with pytest.raises(error, match=text):
         run_processes((Chunk(n, n) for n in range(400)), starter, slow_write, 2, queue_size=1)
     assert time.monotonic() - started < 60
+
+
+def test_what_the_watch_raises_stops_a_run_whose_workers_hang():
+    """run_processes(watch=...): bowmap align's index checksums, checked while the first chunks
+    are mapped: a mismatch must end the run even when its workers never answer."""
+    out = []
+    started = time.monotonic()
+
+    def watch():
+        if time.monotonic() - started > 0.5:
+            raise BowmapError("index file corrupted")
+
+    with pytest.raises(BowmapError, match="corrupted"):
+        run_processes([Chunk(n, n) for n in range(8)], process_workers.Hangs(), out.append, 2, queue_size=1, watch=watch)
+    assert out == [] and time.monotonic() - started < 30
