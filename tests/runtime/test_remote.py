@@ -401,3 +401,40 @@ def test_a_program_comes_with_its_kernels_facts_so_a_worker_asks_no_more(device)
     finally:
         remote._Channel.call = call
         owner.close()
+
+
+def test_a_client_that_hangs_up_is_forgotten_but_what_it_made_is_kept_not_freed(device):
+    """DeviceOwner._forget: a host worker's buffers and arena leave the owner's tables when it
+    hangs up, but are kept (freeing device memory waits for the whole device on NVIDIA, holding
+    up the loop while the other workers map their last chunks); the owner serves on."""
+    import gc
+
+    import pyopencl as cl
+
+    from bowmap.runtime import remote
+    from bowmap.runtime.devices import make_buffer
+
+    owner, client = owner_and_client(device, lambda owned: {}, register_arenas=True)
+    try:
+        queue = client.queue()
+        buffer = make_buffer(client.context, cl.mem_flags.READ_WRITE, size=64)
+        queue.copy(buffer, np.arange(16, dtype=np.int32), is_blocking=False)
+        queue.wait_idle()
+        made = owner._buffers[buffer.key]
+        client.context.channel().connection.close()  # hangs up (its process ended)
+        deadline = time.monotonic() + 10
+        while buffer.key in owner._buffers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert buffer.key not in owner._buffers and any(kept is made for kept in owner._departed)
+        assert any(isinstance(kept, tuple) and kept[0] is not None for kept in owner._departed)  # its registered arena
+        del buffer, made
+        gc.collect()
+        again = remote.RemoteDevice(device.info, *owner.endpoint)
+        other = make_buffer(again.context, cl.mem_flags.READ_WRITE, size=64)
+        back = np.empty(16, dtype=np.int32)
+        again_queue = again.queue()
+        again_queue.copy(other, np.arange(16, dtype=np.int32), is_blocking=False)
+        again_queue.copy(back, other)
+        np.testing.assert_array_equal(back, np.arange(16))
+    finally:
+        owner.close()
