@@ -66,8 +66,9 @@ def usage_totals(folder: str) -> dict[str, dict]:
         total["count"] += 1
         total["cpu"] += record["user_s"] + record["system_s"]
         total["age"] += record["age_s"]
-        for wait, (_, seconds) in record.get("waits", {}).items():
+        for wait, (count, seconds) in record.get("waits", {}).items():
             total["waits"][wait] = total["waits"].get(wait, 0.0) + seconds
+            total.setdefault("counts", {})[wait] = total.get("counts", {}).get(wait, 0) + count
     return kinds
 
 
@@ -89,6 +90,18 @@ def rows_of(label: str, whole: float, kinds: dict[str, dict]) -> list[list[str]]
         batches, device = owners["waits"].get("batches", 0.0), owners["waits"].get("device waits in batches", 0.0)
         rows.append([label, "", f"owner x{owners['count']}", f"{owners['age']:.2f}", share(owners["cpu"], owners["age"]),
                      f"batches {batches:.2f} s", f"device waits {device:.2f} s", f"own work {batches - device:.2f} s"])
+        loop = {name[len("loop: "):]: seconds for name, seconds in owners["waits"].items() if name.startswith("loop: ")}
+        if loop:  # the serving loop's thread: where its life went (DeviceOwner._loop)
+            cells = [f"{name} {seconds:.2f} s" for name, seconds in sorted(loop.items())] + [""] * 6
+            rows.append([label, "", "owner's loop", "", "", *cells[:3]])
+            rows.append([label, "", "", "", "", *cells[3:6]])
+        commands = {name[len("command: "):]: seconds for name, seconds in owners["waits"].items() if name.startswith("command: ")}
+        counts = {name[len("command: "):]: count for name, count in owners.get("counts", {}).items() if name.startswith("command: ")}
+        if commands:  # the enqueueing of a batch's commands, by kind (DeviceOwner._execute): seconds, count, mean
+            cells = [f"{name} {seconds:.2f} s / {counts.get(name, 0)} = {1e6 * seconds / max(counts.get(name, 0), 1):.0f} us"
+                     for name, seconds in sorted(commands.items(), key=lambda item: -item[1])] + [""] * 6
+            rows.append([label, "", "owner's commands", "", "", *cells[:3]])
+            rows.append([label, "", "", "", "", *cells[3:6]])
     parent = kinds.get("parent")
     if parent:
         rows.append([label, "", "first process", f"{parent['age']:.2f}", share(parent["cpu"], parent["age"]),
@@ -181,7 +194,45 @@ def phase_rows(label: str, folder: str, begun: float, ended: float) -> list[list
     return rows
 
 
-def run(args, owners: int, work: str) -> tuple[float, dict, list, list]:
+def round_trip_rows(label: str, folder: str) -> list[list[str]]:
+    """With --round-trips: every request of a host worker to its owner, piece by piece, from the
+    marks both sides make (bowmap.runtime.remote._Channel.call, DeviceOwner's loop): from the
+    worker's send to the owner's read of it, to its commands queued, to the device's last
+    completion seen, to the reply sent, to the worker's receipt; mean, median and 90th
+    percentile of each piece over every request."""
+    sides: dict[tuple, dict[str, list[float]]] = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.usage.json"))):
+        with open(path) as file:
+            for name, number, when in json.load(file).get("marks", []):
+                step, _, token = name.partition(" ")
+                if token and step in ("sent", "read", "queued", "done", "replied", "received"):
+                    sides.setdefault((token, number), {}).setdefault(step, []).append(when)
+    pieces: dict[str, list[float]] = {name: [] for name in
+                                      ("to the owner", "owner: queueing its commands", "device (until seen done)", "owner: after the device",
+                                       "owner: no device wait", "back to the worker", "whole round trip")}
+    for steps in sides.values():
+        if not all(step in steps for step in ("sent", "read", "replied", "received")):
+            continue
+        sent, read, replied, received = steps["sent"][0], steps["read"][0], steps["replied"][-1], steps["received"][0]
+        pieces["to the owner"].append(read - sent)
+        if "queued" in steps and "done" in steps:
+            pieces["owner: queueing its commands"].append(steps["queued"][0] - read)
+            pieces["device (until seen done)"].append(steps["done"][-1] - steps["queued"][0])
+            pieces["owner: after the device"].append(replied - steps["done"][-1])
+        else:
+            pieces["owner: no device wait"].append(replied - read)
+        pieces["back to the worker"].append(received - replied)
+        pieces["whole round trip"].append(received - sent)
+    rows = []
+    for name, values in pieces.items():
+        if values:
+            values.sort()
+            rows.append([label, name, f"{len(values)}", f"{1e3 * sum(values) / len(values):.2f}", f"{1e3 * values[len(values) // 2]:.2f}",
+                         f"{1e3 * values[int(0.9 * (len(values) - 1))]:.2f}"])
+    return rows
+
+
+def run(args, owners: int, work: str) -> tuple[float, dict, list, list, list]:
     folder = tempfile.mkdtemp(prefix=f"usage{owners}-", dir=work)
     command = [sys.executable, "-m", "bowmap", "align", args.index, args.reads, *([args.mates] if args.mates else []),
                "-o", os.path.join(work, "out.sam"), "--no-progress", *(["--devices", args.devices] if args.devices else []),
@@ -195,7 +246,7 @@ def run(args, owners: int, work: str) -> tuple[float, dict, list, list]:
         raise SystemExit(f"host_waits: bowmap align failed:\n{done.stderr.strip()}")
     label = f"{owners} owner(s) a device"
     return (ended - begun, usage_totals(folder), timeline_rows(label, folder) if args.timeline else [],
-            phase_rows(label, folder, begun, ended) if args.phases else [])
+            phase_rows(label, folder, begun, ended) if args.phases else [], round_trip_rows(label, folder) if args.round_trips else [])
 
 
 def render(rows: list[list[str]], header: list[str] | None = None) -> str:
@@ -219,6 +270,8 @@ def main(argv=None) -> int:
                         help="also time every kernel on the owners' (profiling) queues: the GPU's busy share at steady state")
     parser.add_argument("--phases", action="store_true",
                         help="also lay the whole command out in phases (start, set-up, first chunk, steady, tail, wind-down, exit)")
+    parser.add_argument("--round-trips", action="store_true",
+                        help="also split the host workers' requests to their owner into pieces (to it, in it, the device, back)")
     args = parser.parse_args(argv)
     try:
         owner_counts = [int(word) for word in args.owners.split(",")]
@@ -233,17 +286,21 @@ def main(argv=None) -> int:
         if not Path(args.index + ".bmi").exists():
             subprocess.run([sys.executable, "-m", "bowmap", "-q", "index", str(DATA / "lambda_virus.fa"), args.index], check=True,
                            env=checkout_environment())
-    rows, kernel_rows, phases = [], [], []
+    rows, kernel_rows, phases, trips = [], [], [], []
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for owners in owner_counts:
-            whole, kinds, timeline, laid_out = run(args, owners, work)
+            whole, kinds, timeline, laid_out, pieces = run(args, owners, work)
             rows += rows_of(f"{owners} owner(s) a device", whole, kinds)
             kernel_rows += timeline
             phases += laid_out
+            trips += pieces
     print(render(rows))
     if phases:
         print()
         print(render(phases, ["run", "phase", "seconds", "from -> to (s after the command's start)"]))
+    if trips:
+        print()
+        print(render(trips, ["run", "a request's piece", "requests", "mean ms", "median ms", "90% ms"]))
     if kernel_rows:
         print()
         print(render(kernel_rows, ["run", "owner / kernel", "span / count", "GPU busy / run", "at once / waits", "submission"]))

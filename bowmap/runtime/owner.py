@@ -80,7 +80,7 @@ class _Client:
     """One client connection of a DeviceOwner: its process's token, its arena, and the request
     it has in hand (a client thread sends one and waits for its answer)."""
 
-    __slots__ = ("connection", "token", "arena", "pinned", "work", "waiting", "event", "gone")
+    __slots__ = ("connection", "token", "arena", "pinned", "work", "waiting", "event", "gone", "requests")
 
     def __init__(self, connection):
         self.connection = connection
@@ -91,6 +91,7 @@ class _Client:
         self.waiting = 0.0  # when its work began to wait for the device
         self.event = None  # the event its work waits for
         self.gone = False  # hung up (its work may still run)
+        self.requests = 0  # read so far (the marks of bench/host_waits.py --round-trips)
 
 
 class DeviceOwner:
@@ -210,7 +211,9 @@ class DeviceOwner:
         try:
             while not self._closed:
                 moved = False
-                for key, _ in selector.select(pause if waiting else None):  # set-up and close() wake it
+                with usage.timed("loop: select"):
+                    ready = selector.select(pause if waiting else None)  # set-up and close() wake it
+                for key, _ in ready:
                     if key.data is None:
                         os.read(self._wake_reader, 4096)
                         while self._accepted:
@@ -227,8 +230,12 @@ class DeviceOwner:
                         if client.work is None:
                             self._forget(client)
                         continue
+                    if usage.COUNTING and client.token is not None:
+                        client.requests += 1
+                        usage.mark(f"read {client.token}", client.requests)
                     if request[0] == "hello" or self._ready.is_set():
-                        self._start(client, request, waiting)
+                        with usage.timed("loop: requests started"):
+                            self._start(client, request, waiting)
                     else:
                         early.append((client, request))
                     moved = True
@@ -236,14 +243,17 @@ class DeviceOwner:
                     self._start(*early.popleft(), waiting)
                     moved = True
                 for client in list(waiting):
-                    status = client.event.command_execution_status
+                    with usage.timed("loop: event polls"):
+                        status = client.event.command_execution_status
                     if status > 0:  # queued, submitted or running
                         continue
                     waiting.remove(client)
                     client.event = None  # a copy's event holds its view of the arena, which may be replaced next
                     if usage.COUNTING:
                         usage.waited(DEVICE_WAITS, time.perf_counter() - client.waiting)
-                    self._advance(client, waiting, status)
+                        usage.mark(f"done {client.token}", client.requests)
+                    with usage.timed("loop: advances"):
+                        self._advance(client, waiting, status)
                     moved = True
                 pause = _FIRST_POLL_SECONDS if moved else min(2 * pause, _LONGEST_POLL_SECONDS)
         finally:
@@ -276,11 +286,15 @@ class DeviceOwner:
         else:
             client.waiting = time.perf_counter()
             waiting.append(client)
+            if usage.COUNTING:
+                usage.mark(f"queued {client.token}", client.requests)
             return
         client.work = None
         if client.gone:
             self._forget(client)
             return
+        if usage.COUNTING and client.token is not None:
+            usage.mark(f"replied {client.token}", client.requests)
         try:
             client.connection.send(reply)
         except (OSError, EOFError):
@@ -460,8 +474,9 @@ class DeviceOwner:
         BowmapError (as devices.wait_idle)."""
         import pyopencl as cl
 
-        event = cl.enqueue_marker(queue) if last is None else last
-        queue.flush()
+        with usage.timed("command: marker and flush"):
+            event = cl.enqueue_marker(queue) if last is None else last
+            queue.flush()
         status = event.command_execution_status
         if status > 0:
             status = yield event
@@ -502,11 +517,12 @@ class DeviceOwner:
                         kernel = self._kernels[key] = cl.Kernel(device.program(*program_key), name)
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     busy.add(queue_key)
-                    event = last[queue_key] = kernel(queue, global_size, local_size, *[
-                        buffers[argument.key] if isinstance(argument, _Ref)
-                        else cl.LocalMemory(argument.size) if isinstance(argument, _Local) else argument
-                        for argument in arguments
-                    ])
+                    with usage.timed("command: kernel"):
+                        event = last[queue_key] = kernel(queue, global_size, local_size, *[
+                            buffers[argument.key] if isinstance(argument, _Ref)
+                            else cl.LocalMemory(argument.size) if isinstance(argument, _Local) else argument
+                            for argument in arguments
+                        ])
                     if usage.TIMELINE:
                         self._timeline.append((name, queue_key, event))
                 elif operation == "write" or operation == "read":
@@ -521,15 +537,17 @@ class DeviceOwner:
                     if operation == "write":
                         offset, size = command[3], command[4]
                         if size:
-                            source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
-                            pending.append(cl.enqueue_copy(queue, buffers[buffer_key], source, is_blocking=False))
+                            with usage.timed("command: write"):
+                                source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
+                                pending.append(cl.enqueue_copy(queue, buffers[buffer_key], source, is_blocking=False))
                             last[queue_key] = pending[-1]
                         continue
                     _, _, _, offset, dtype, shape, options, _ = command
-                    destination = np.ndarray(shape, np.dtype(dtype), buffer=arena, offset=offset)
                     # Never a blocking copy: its return comes late under load (H200: 2-4 ms
                     # after the copy ended, bench/host_waits.py --timeline), and the loop waits.
-                    pending.append(cl.enqueue_copy(queue, destination, buffers[buffer_key], is_blocking=False, **(options or {})))
+                    with usage.timed("command: read"):
+                        destination = np.ndarray(shape, np.dtype(dtype), buffer=arena, offset=offset)
+                        pending.append(cl.enqueue_copy(queue, destination, buffers[buffer_key], is_blocking=False, **(options or {})))
                     last[queue_key] = pending[-1]
                     if blocking and not registered:
                         yield from self._idle(queue, pending[-1])
@@ -545,12 +563,14 @@ class DeviceOwner:
                     busy.discard(command[1])
                 elif operation == "create":
                     _, key, flags, size = command
-                    buffers[key] = self._create(device, key, flags, size)
+                    with usage.timed("command: create"):
+                        buffers[key] = self._create(device, key, flags, size)
                     created.add(key)
                 elif operation == "buffer":
                     _, key, flags, size, offset = command
                     source = np.frombuffer(arena, dtype=np.uint8, count=size, offset=offset)
-                    buffers[key] = cl.Buffer(device.context, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=source)
+                    with usage.timed("command: buffer with its bytes"):
+                        buffers[key] = cl.Buffer(device.context, flags | cl.mem_flags.COPY_HOST_PTR, hostbuf=source)
                     created.add(key)
                 else:
                     raise ValueError(f"unknown command {operation!r}")

@@ -167,14 +167,20 @@ class _Channel:
         self.arena: mmap.mmap | None = None
         self.view: np.ndarray | None = None
         self.new_arena: tuple[str, int] | None = None  # sent with the next batch
+        self.calls = -1  # the hello is call 0
         self.call(("hello", _TOKEN))
 
     def call(self, message):
         """Send one message, wait for its answer; the owner's failure is raised here."""
         try:
             with usage.timed("owner answers"):
+                if usage.COUNTING:  # the round trip piece by piece (bench/host_waits.py --round-trips)
+                    self.calls += 1
+                    usage.mark(f"sent {_TOKEN}", self.calls)
                 self.connection.send(message)
                 status, value = self.connection.recv()
+                if usage.COUNTING:
+                    usage.mark(f"received {_TOKEN}", self.calls)
         except (EOFError, OSError):
             raise BowmapError("the device owner process stopped answering") from None
         if status == "ok":

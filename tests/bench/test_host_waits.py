@@ -22,7 +22,8 @@ def test_usage_files_summed_by_kind(tmp_path):
     for name, record in records.items():
         (tmp_path / f"{name}.usage.json").write_text(json.dumps({"ready_s": None, **record}))
     kinds = host_waits.usage_totals(str(tmp_path))
-    assert kinds["worker"] == {"count": 2, "cpu": 3.5, "age": 8.0, "waits": {"owner answers": 2.0, "next chunk": 0.25}}
+    assert kinds["worker"] == {"count": 2, "cpu": 3.5, "age": 8.0, "waits": {"owner answers": 2.0, "next chunk": 0.25},
+                               "counts": {"owner answers": 22, "next chunk": 3}}
     assert kinds["owner"]["cpu"] == 4.0 and kinds["parent"]["waits"] == {"writing": 0.125}
     rows = host_waits.rows_of("run", 7.0, kinds)
     assert rows[0] == ["run", "7.00", "host workers x2", "8.00", "3.50 s (44%)", "2.00 s (25%)", "0.25 s (3%)", "2.25 s (28%)"]
@@ -30,6 +31,30 @@ def test_usage_files_summed_by_kind(tmp_path):
     assert rows[2][2:6] == ["first process", "6.00", "0.75 s (12%)", "writing 0.12 s"]
     # A run of one process writes no worker or owner files: only its own row.
     assert [row[2] for row in host_waits.rows_of("one", 1.0, {"parent": kinds["parent"]})] == ["first process"]
+
+
+def test_phases_and_round_trips_from_the_marks(tmp_path):
+    """--phases and --round-trips: the whole command laid out from the processes' marks, and each
+    request split into its pieces by matching the worker's and the owner's marks."""
+    host_waits = load_bench("host_waits")
+    marks = {
+        "parent": [["run", None, 10.5], ["handed out", 0, 11.0], ["handed out", 1, 11.1], ["written", 0, 11.5], ["written", 1, 12.0],
+                   ["closed", None, 12.25]],
+        "worker0": [["received", 0, 11.25], ["finished", 0, 11.4], ["sent w", 1, 11.3], ["received w", 1, 11.35]],
+        "worker1": [["received", 1, 11.5], ["finished", 1, 11.75]],
+        "owner-0.0": [["owner set-up", None, 10.75], ["read w", 1, 11.31], ["queued w", 1, 11.32], ["done w", 1, 11.34], ["replied w", 1, 11.345]],
+    }
+    for name, made in marks.items():
+        (tmp_path / f"{name}.usage.json").write_text(json.dumps({"user_s": 0, "system_s": 0, "age_s": 1, "marks": made}))
+    rows = {row[1]: row[2:] for row in host_waits.phase_rows("run", str(tmp_path), 10.0, 12.5)}
+    assert rows["start: interpreter, imports, parsing"] == ["0.500 s", "0.000 -> 0.500"]
+    assert rows["set-up: index, devices, owners, workers"][0] == "0.500 s" and rows["tail: last handed out to last written"][0] == "0.900 s"
+    assert rows["wind-down: workers, owners, output closed"][0] == "0.250 s" and rows["exit"][0] == "0.250 s"
+    assert rows["workers idle: after their last chunk, before the last written (mean)"][0] == "0.425 s"  # (0.6 + 0.25) / 2
+    assert rows["mark: owner set-up (x1)"][1].startswith("0.750")
+    pieces = {row[1]: row[2:] for row in host_waits.round_trip_rows("run", str(tmp_path))}
+    assert pieces["to the owner"][:2] == ["1", "10.00"] and pieces["device (until seen done)"][1] == "20.00"
+    assert pieces["back to the worker"][1] == "5.00" and pieces["whole round trip"][1] == "50.00"
 
 
 def test_smoke_owner_layout_on_lambda(tmp_path):
@@ -41,6 +66,7 @@ def test_smoke_owner_layout_on_lambda(tmp_path):
     assert lines[0].split()[:3] == ["run", "whole", "s"]
     for owners in (1, 2):
         run = [line for line in lines[1:] if line.startswith(f"{owners} owner(s) a device")]
-        assert len(run) == 3
-        assert "host workers x2" in run[0] and f"owner x{owners}" in run[1] and "first process" in run[2]
-        assert "device waits" in run[1] and "writing" in run[2]
+        assert len(run) == 7  # workers, owner, its loop and its commands (two lines each), first process
+        assert "host workers x2" in run[0] and f"owner x{owners}" in run[1] and "first process" in run[6]
+        assert "device waits" in run[1] and "writing" in run[6]
+        assert "owner's loop" in run[2] and "select" in run[3] and "owner's commands" in run[4] and "kernel" in run[4]
