@@ -136,9 +136,8 @@ class ProcessWorker:
         from bowmap.align.runners import start_gate
         from bowmap.align.output.reference import ReferenceText
         from bowmap.index.load import load_index
-        from bowmap.runtime.devices import context_for_info
-
         from bowmap.runtime import usage
+        from bowmap.runtime.devices import context_for_info
 
         started = time.monotonic()
         index = load_index(self.options.index, verify=False, identity=self.identity)
@@ -147,7 +146,7 @@ class ProcessWorker:
             from bowmap.runtime.remote import RemoteDevice
 
             device = RemoteDevice(self.devices[rank % len(self.devices)], *self.owners[rank % len(self.owners)])
-            device.context.flush()
+            device.context.channel()  # connected (and greeted) now: the marks time the set-up after it
             usage.mark("worker connected")
             workers = owner_device_workers(index, ReferenceText.from_index(index), device, self.queues, self.options, self.scoring)
             usage.mark("worker set up")
