@@ -76,6 +76,22 @@ class BufferPool:
         return True
 
 
+def _launch(typed: list, queue, global_size, local_size, values: list):
+    """Launch ``typed`` = [kernel, the dtypes its scalars were declared with] on ``values``, the
+    scalars' dtypes declared first where they differ (numpy scalars; buffers and local memory
+    None): pyopencl then sets them all in one packed call, where it sets undeclared numpy scalars
+    one by one through the buffer protocol. py-spy on an H200's owner (chr20): setting the
+    arguments took three times the enqueue of the launches (10% of the loop's samples against
+    3%); a 20-argument launch on PoCL, 52 us undeclared, 6 us declared. The same bytes are
+    passed either way."""
+    kernel, declared = typed
+    dtypes = [getattr(value, "dtype", None) for value in values]
+    if dtypes != declared:
+        kernel.set_scalar_arg_dtypes(dtypes)
+        typed[1] = dtypes
+    return kernel(queue, global_size, local_size, *values)
+
+
 class _Client:
     """One client connection of a DeviceOwner: its process's token, its arena, and the request
     it has in hand (a client thread sends one and waits for its answer)."""
@@ -512,17 +528,18 @@ class DeviceOwner:
                     deferred = None
                 if operation == "kernel":
                     _, key, program_key, name, queue_key, global_size, local_size, arguments = command
-                    kernel = self._kernels.get(key)
-                    if kernel is None:
-                        kernel = self._kernels[key] = cl.Kernel(device.program(*program_key), name)
+                    typed = self._kernels.get(key)
+                    if typed is None:
+                        typed = self._kernels[key] = [cl.Kernel(device.program(*program_key), name), None]
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     busy.add(queue_key)
                     with usage.timed("command: kernel"):
-                        event = last[queue_key] = kernel(queue, global_size, local_size, *[
+                        values = [
                             buffers[argument.key] if isinstance(argument, _Ref)
                             else cl.LocalMemory(argument.size) if isinstance(argument, _Local) else argument
                             for argument in arguments
-                        ])
+                        ]
+                        event = last[queue_key] = _launch(typed, queue, global_size, local_size, values)
                     if usage.TIMELINE:
                         self._timeline.append((name, queue_key, event))
                 elif operation == "write" or operation == "read":

@@ -438,3 +438,25 @@ def test_a_client_that_hangs_up_is_forgotten_but_what_it_made_is_kept_not_freed(
         np.testing.assert_array_equal(back, np.arange(16))
     finally:
         owner.close()
+
+
+def test_the_owner_declares_a_kernels_scalar_types_and_passes_the_same_values(device):
+    """owner._launch: the numpy scalars' dtypes declared to pyopencl once (again where they
+    change), the kernel given the same values as an undeclared call."""
+    import pyopencl as cl
+
+    from bowmap.runtime.owner import _launch
+
+    program = cl.Program(device.context, """
+        __kernel void add(__global long *out, long a, int b, __local int *scratch, uchar c) {
+            scratch[get_local_id(0)] = b; barrier(CLK_LOCAL_MEM_FENCE);
+            out[get_global_id(0)] = a + scratch[0] + c + (long)get_global_id(0); }""").build()
+    queue = cl.CommandQueue(device.context)
+    out = cl.Buffer(device.context, cl.mem_flags.READ_WRITE, 8 * 4)
+    typed = [cl.Kernel(program, "add"), None]
+    back = np.empty(4, dtype=np.int64)
+    for a, b, c in ((5, -3, 7), (2**40, 11, 255), (-(2**50), 2**31 - 1, 0)):
+        _launch(typed, queue, (4,), (4,), [out, np.int64(a), np.int32(b), cl.LocalMemory(16), np.uint8(c)])
+        cl.enqueue_copy(queue, back, out)
+        np.testing.assert_array_equal(back, a + b + c + np.arange(4))
+    assert typed[1] == [None, np.dtype(np.int64), np.dtype(np.int32), None, np.dtype(np.uint8)]
