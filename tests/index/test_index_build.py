@@ -193,6 +193,39 @@ def test_load_detects_a_flipped_byte(small_index):
     load_index(small_index, verify=False)  # sizes still match: only the checksum sees it
 
 
+def test_the_first_damaged_file_in_the_manifests_order_is_the_error(small_index):
+    """verify_index hashes the files at once in threads; the error names the first damaged file in
+    the manifest's order (the text's .pac, then each block's files), whichever thread ends first."""
+    from bowmap.index.load import verify_index
+
+    index = load_index(small_index, verify=False)
+    names = [entry["name"] for entry in index.manifest["files"].values()]
+    names += [entry["name"] for block in index.manifest["blocks"] for entry in block["files"].values()]
+    assert len(names) >= 5
+    for damaged in (names[-2:], names[1:3], names[:1] + names[-1:]):
+        originals = {}
+
+        def flip(path, data):  # in place, its modification time kept: the loaded stats still match
+            times = os.stat(path)
+            data[len(data) // 2] ^= 0x40
+            with open(path, "r+b") as handle:
+                handle.write(bytes(data))
+            os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+
+        for name in damaged:
+            path = os.path.join(os.path.dirname(small_index), name)
+            originals[path] = bytearray(open(path, "rb").read())
+            flip(path, originals[path])
+        try:
+            with pytest.raises(BowmapError, match="corrupted") as raised:
+                verify_index(index)
+            assert os.path.basename(str(raised.value).split(":")[0]) == damaged[0], (damaged, str(raised.value))
+        finally:
+            for path, data in originals.items():
+                flip(path, data)
+    verify_index(index)
+
+
 def test_failed_build_leaves_the_old_index_and_no_temporary_files(small_index, tmp_path, monkeypatch):
     before = sorted(os.listdir(tmp_path))
     options = IndexOptions(
