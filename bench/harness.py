@@ -312,3 +312,10 @@ def union_seconds(intervals) -> float:
 
 def fmt(value, spec: str, missing: str = "-") -> str:
     return missing if value is None else format(value, spec)
+
+
+def sam_lines(path: Path):
+    """A SAM file's lines but @PG (which holds the command line): what two runs that must write
+    the same records are compared by."""
+    with open(path, "rb") as file:
+        yield from (line for line in file if not line.startswith(b"@PG"))

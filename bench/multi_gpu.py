@@ -61,6 +61,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # bench/ is no package: its scripts import each other by name
+from harness import sam_lines  # noqa: E402
+
 MODES = ("single", "paired")
 STEADY_GOAL = 1.8  # issue 32: two devices, all cores, >= 1.8x one device with its share, steady, paired
 STARTED = time.perf_counter()
@@ -255,11 +258,6 @@ def align(index: str, inputs: list[Path], output: str, devices: str, cores: list
     if logged_reads(done.stderr) != reads:
         raise BenchFailure(f"{' '.join(command)}: aligned {logged_reads(done.stderr)} reads, not {reads}")
     return seconds, layout
-
-
-def sam_lines(path: Path):
-    with open(path, "rb") as file:
-        yield from (line for line in file if not line.startswith(b"@PG"))
 
 
 def first_difference(first: Path, other: Path) -> int | None:
