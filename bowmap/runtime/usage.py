@@ -71,7 +71,7 @@ def write_usage(path: str, started: float, ready: float | None = None) -> None:
     """This process's CPU time (all its threads) and its age since ``started`` (time.monotonic),
     as JSON: CPU / age is how busy it kept its core. ``ready``: its age when it was ready to work.
     ``waits``: name -> [count, thread-seconds] (see :func:`waited`); ``marks``: [name, number,
-    time.monotonic()] (see :func:`mark`), and ``started`` on that clock."""
+    time.monotonic()] (see :func:`mark`)."""
     import resource  # Unix only: imported where a developer asked for the files
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -80,4 +80,4 @@ def write_usage(path: str, started: float, ready: float | None = None) -> None:
         marks = list(_MARKS)
     with open(path, "w") as file:
         json.dump({"user_s": usage.ru_utime, "system_s": usage.ru_stime, "age_s": time.monotonic() - started, "ready_s": ready,
-                   "started": started, "waits": waits, "marks": marks}, file)
+                   "waits": waits, "marks": marks}, file)
