@@ -99,9 +99,10 @@ def rows_of(label: str, whole: float, kinds: dict[str, dict]) -> list[list[str]]
         counts = {name[len("command: "):]: count for name, count in owners.get("counts", {}).items() if name.startswith("command: ")}
         if commands:  # the enqueueing of a batch's commands, by kind (DeviceOwner._execute): seconds, count, mean
             cells = [f"{name} {seconds:.2f} s / {counts.get(name, 0)} = {1e6 * seconds / max(counts.get(name, 0), 1):.0f} us"
-                     for name, seconds in sorted(commands.items(), key=lambda item: -item[1])] + [""] * 6
-            rows.append([label, "", "owner's commands", "", "", *cells[:3]])
-            rows.append([label, "", "", "", "", *cells[3:6]])
+                     for name, seconds in sorted(commands.items(), key=lambda item: -item[1])]
+            cells += [""] * (-len(cells) % 3)
+            for row in range(0, len(cells), 3):  # three kinds a row, all of them
+                rows.append([label, "", "owner's commands" if row == 0 else "", "", "", *cells[row : row + 3]])
     parent = kinds.get("parent")
     if parent:
         rows.append([label, "", "first process", f"{parent['age']:.2f}", share(parent["cpu"], parent["age"]),

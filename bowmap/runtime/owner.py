@@ -18,6 +18,7 @@ from multiprocessing.connection import Listener
 import numpy as np
 
 from bowmap.runtime import usage
+from bowmap.runtime.buffer_pool import POOL_BYTES, POOL_SHARE, BufferPool
 from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.remote import _Local, _Ref
 
@@ -30,51 +31,6 @@ _FIRST_POLL_SECONDS = 20e-6
 _LONGEST_POLL_SECONDS = 50e-6
 
 DEVICE_WAITS = "device waits in batches"  # usage's name for a batch's waits for the device
-
-# Bytes of dropped client buffers an owner keeps for reuse (BufferPool): at most this, and at
-# most this share of the device's memory.
-POOL_BYTES = 1 << 30
-POOL_SHARE = 1 / 16
-
-
-class BufferPool:
-    """Device buffers the clients dropped, kept for their next creations of the same flags.
-
-    Why: freeing device memory is slow on GPU drivers and stops the owner: NVIDIA's
-    clReleaseMemObject waits for the device, and pyopencl calls it holding the GIL, so every
-    serving thread stood still while it ran (py-spy, H200, chr20 1 M pairs: 14% of the owner's
-    GIL samples were releases). A host worker's buffers grow (ReusedBuffer doubles them) and the
-    ones they outgrow come here; a creation takes the smallest kept buffer of its flags that is
-    at least as large and at most FIT times as large. At most ``limit`` bytes are kept; past
-    that a dropped buffer is freed. Used under the owner's lock."""
-
-    FIT = 4
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.bytes = 0
-        self._kept: dict[int, list[tuple[int, object]]] = {}  # flags -> [(size, buffer)]
-
-    def take(self, flags: int, size: int):
-        """A kept buffer for a creation of ``size`` bytes and ``flags`` and its size, or None."""
-        kept = self._kept.get(flags)
-        if not kept:
-            return None
-        fits = [number for number, (held, _) in enumerate(kept) if size <= held <= self.FIT * max(size, 1)]
-        if not fits:
-            return None
-        held, buffer = kept.pop(min(fits, key=lambda number: kept[number][0]))
-        self.bytes -= held
-        return held, buffer
-
-    def keep(self, flags: int, size: int, buffer) -> bool:
-        """Keep ``buffer`` (``size`` bytes, ``flags``) if there is room; whether it was kept."""
-        if self.bytes + size > self.limit:
-            return False
-        self._kept.setdefault(flags, []).append((size, buffer))
-        self.bytes += size
-        return True
-
 
 def _launch(typed: list, queue, global_size, local_size, values: list):
     """Launch ``typed`` = [kernel, its declared scalar dtypes] on ``values``, declaring the
@@ -333,7 +289,7 @@ class DeviceOwner:
             with self._lock:
                 self._clients[token] -= 1
                 if self._clients[token] == 0:  # the process is gone: forget what it made
-                    for table in (self._buffers, self._queues, self._kernels, self._made):
+                    for table in (self._buffers, self._queues, self._made):
                         for key in [key for key in table if key[0] == token]:
                             self._departed.append(table.pop(key))
                     self._released_early = {key for key in self._released_early if key[0] != token}
@@ -351,7 +307,9 @@ class DeviceOwner:
         if kind == "batch":
             _, new_arena, released, commands = request
             if new_arena is not None:
-                self._map(client, device, *new_arena)
+                with usage.timed("command: arena mapped"):
+                    self._map(client, device, *new_arena)
+                usage.mark("arena mapped", new_arena[1])  # its size
             created = set()
             started = time.perf_counter()
             try:
@@ -440,10 +398,23 @@ class DeviceOwner:
 
             facts = {}
             for kernel in device.program(*program_key).all_kernels():
+                self._kernels.setdefault((program_key, kernel.function_name), [kernel, None])
                 for parameter in KERNEL_FACTS:
                     facts[kernel.function_name, parameter] = int(kernel.get_work_group_info(parameter, device.device))
             self._facts[program_key] = facts
         return facts
+
+    def _kernel(self, device, program_key, name: str) -> list:
+        """The kernel ``name`` of the program ``program_key`` with its declared scalar dtypes
+        (see _launch): one for every client. Why: a kernel made a client (15 host workers, a
+        dozen kernels each) cost the loop a creation and pyopencl's invoker (looked up in its
+        on-disk cache) each, in the first chunks (H200, chr20, py-spy --native: 8% of the loop's
+        samples). One object serves all: only this loop sets its arguments, and an enqueue takes
+        their values as they are then."""
+        import pyopencl as cl
+
+        typed = self._kernels[program_key, name] = [cl.Kernel(device.program(*program_key), name), None]
+        return typed
 
     def _release(self, released, created: set) -> None:
         """Forget the buffers a client dropped (``released``, keys), after its batch that made
@@ -524,10 +495,10 @@ class DeviceOwner:
                     busy.discard(deferred)
                     deferred = None
                 if operation == "kernel":
-                    _, key, program_key, name, queue_key, global_size, local_size, arguments = command
-                    typed = self._kernels.get(key)
+                    _, program_key, name, queue_key, global_size, local_size, arguments = command
+                    typed = self._kernels.get((program_key, name))
                     if typed is None:
-                        typed = self._kernels[key] = [cl.Kernel(device.program(*program_key), name), None]
+                        typed = self._kernel(device, program_key, name)
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     busy.add(queue_key)
                     with usage.timed("command: kernel"):

@@ -18,9 +18,10 @@ own (a file in /dev/shm mapped by both processes), never through a pickle. The o
 batch with the very PyOpenCL calls the kernel owner would have made in its own process, in the
 same order on the same kind of in-order queue, so results are the same bit for bit.
 
-Keys: a buffer, queue or kernel made by a client is named ``(token, number)``, the token being
-its process's; buffers the owner made for everyone (the index blocks, the packed text) are
-named ``("shared", name)``. A buffer is created with its thread's next batch, ahead of the
+Keys: a buffer or queue made by a client is named ``(token, number)``, the token being its
+process's; buffers the owner made for everyone (the index blocks, the packed text) are named
+``("shared", name)``; a kernel by its program's key and its name (the owner has one of each for
+all its clients). A buffer is created with its thread's next batch, ahead of the
 commands that use it; buffers a thread dropped are released on the owner after its next batch.
 """
 
@@ -351,7 +352,6 @@ class RemoteKernel:
     def __init__(self, program: RemoteProgram, name: str):
         self.program = program
         self.name = name
-        self.key = _key()
 
     def get_work_group_info(self, parameter, device=None) -> int:
         parameter = int(parameter)
@@ -369,7 +369,7 @@ class RemoteKernel:
             for argument in arguments
         )
         queue.context.channel().commands.append((
-            "kernel", self.key, self.program.key, self.name, queue.key, tuple(global_size),
+            "kernel", self.program.key, self.name, queue.key, tuple(global_size),
             None if local_size is None else tuple(local_size), encoded,
         ))
 

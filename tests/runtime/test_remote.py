@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 from conftest import build_test_index, random_genome
 
+from bowmap.align.workers import owner_shared_buffers
 from bowmap.runtime.errors import BowmapError
+from bowmap.runtime.remote import RemoteDevice
 
 
 def raises_in_another_thread(call) -> bool:
@@ -32,7 +34,6 @@ def raises_in_another_thread(call) -> bool:
 
 def owner_and_client(device, shared, register_arenas=None):
     from bowmap.runtime.owner import DeviceOwner
-    from bowmap.runtime.remote import RemoteDevice
 
     owner = DeviceOwner(lambda: device, shared, register_arenas=register_arenas)
     return owner, RemoteDevice(device.info, *owner.endpoint)
@@ -44,7 +45,6 @@ def owner_and_client(device, shared, register_arenas=None):
 def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(device, tmp_path, register_arenas):
     from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
     from bowmap.align.extend.smith_waterman import PackedText, Scoring, SmithWaterman
-    from bowmap.align.workers import owner_shared_buffers
 
     rng = np.random.default_rng(29)
     genome = random_genome(rng, 5003)
@@ -91,6 +91,49 @@ def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(d
         owner.close()
 
 
+def test_clients_in_threads_share_the_owners_one_kernel_of_a_name_and_get_their_own_results(device, tmp_path):
+    """DeviceOwner._kernel: one kernel object a program and name for every client, its arguments
+    set by the one loop just before each launch; two clients searching different patterns at
+    once get what the device itself gives each."""
+    from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
+
+    rng = np.random.default_rng(31)
+    genome = random_genome(rng, 4001)
+    index = build_test_index(tmp_path, [("a", "".join("ACGT"[c] for c in genome))])
+    owner, first = owner_and_client(device, lambda owned: owner_shared_buffers(index, owned))
+    second = RemoteDevice(device.info, *owner.endpoint)
+    try:
+        local = FMSearch(device)
+        local_block = DeviceBlock(device, index.blocks[0])
+        cases = []
+        for client in (first, second):
+            lengths = rng.integers(5, 30, size=rng.integers(50, 300))
+            codes = rng.integers(0, 4, size=int(lengths.sum())).astype(np.uint8)
+            offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+            cases.append((client, codes, offsets, lengths, local.search(local_block, codes, offsets, lengths)))
+        failures = []
+
+        def search(client, codes, offsets, lengths, expected):
+            try:
+                searcher, block = FMSearch(client), DeviceBlock.of_owner(client, 0, index.blocks[0])
+                for _ in range(5):
+                    for a, b in zip(expected, searcher.search(block, codes, offsets, lengths)):
+                        np.testing.assert_array_equal(a, b)
+            except Exception as error:  # noqa: BLE001 - reported below
+                failures.append(error)
+
+        threads = [threading.Thread(target=search, args=case) for case in cases]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not failures, failures
+        names = [name for _, name in owner._kernels]
+        assert "fm_search" in names and len(names) == len(set(names))  # one program here: one kernel a name
+    finally:
+        owner.close()
+
+
 def test_an_owner_whose_set_up_failed_answers_every_request_with_its_error(device):
     def failing(_):
         raise BowmapError("index block 3 needs more than the device allows")
@@ -124,7 +167,6 @@ def owner_process_and_client(device, prefix):
     from bowmap.align.workers import OwnerIndex
     from bowmap.runtime.devices import context_for_info
     from bowmap.runtime.owner_process import OwnerProcess
-    from bowmap.runtime.remote import RemoteDevice
 
     owner = OwnerProcess(functools.partial(context_for_info, device.info), OwnerIndex(prefix), "test")
     return owner, RemoteDevice(device.info, *owner.endpoint)
@@ -282,7 +324,7 @@ def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, regist
 
 
 def test_a_buffer_pool_gives_the_smallest_kept_buffer_that_fits_and_keeps_no_more_than_its_limit():
-    from bowmap.runtime.owner import BufferPool
+    from bowmap.runtime.buffer_pool import BufferPool
 
     pool = BufferPool(limit=10_000)
     assert pool.take(1, 100) is None
