@@ -67,7 +67,11 @@ def _new_process() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_process)
 
-_ARENA_BYTES = 16 << 20  # a channel's first arena; it doubles when a batch needs more
+# A channel's first arena; it doubles when a batch needs more. The owner registers each arena
+# with NVIDIA's driver, which pins its pages at about 0.7 ms a MiB holding the owner's loop
+# (pyopencl keeps the GIL; H200): 16 MiB grew to 32 in every host worker's first chunk of the
+# default 4 Mi bases (chr20), 48 MiB pinned a worker where 32 do.
+_ARENA_BYTES = 32 << 20
 _ALIGN = 64
 
 

@@ -211,6 +211,34 @@ def test_an_owner_process_serves_kernels_and_copies_as_the_device_itself(device,
     assert not owner.process.is_alive()
 
 
+def test_an_owner_process_closed_without_waiting_ends_on_its_own_and_is_not_joined_at_exit(device, small_index):
+    """OwnerProcess.close(wait=False), a finished run's: it returns once the owner has stopped
+    serving; the process ends by itself, multiprocessing no longer counts it among the children
+    its exit joins, and the next close collects it."""
+    import multiprocessing
+
+    from bowmap.runtime import owner_process
+
+    owner, remote = owner_process_and_client(device, small_index)
+    data = np.arange(64, dtype=np.int32)
+    queue = remote.queue()
+    buffer = remote.context.buffer(1, data.nbytes)
+    queue.copy(buffer, data, is_blocking=False)
+    back = np.empty_like(data)
+    queue.copy(back, buffer)
+    np.testing.assert_array_equal(back, data)
+    owner.close(wait=False)
+    assert owner.process not in multiprocessing.active_children() and owner.process in owner_process._DETACHED
+    deadline = time.monotonic() + 20
+    while owner.process.exitcode is None and time.monotonic() < deadline:
+        owner.process.join(timeout=0.05)
+    assert owner.process.exitcode == 0
+    owner_process._reap()
+    assert owner.process not in owner_process._DETACHED
+    with pytest.raises(BowmapError, match="stopped answering|stopped before it answered"):
+        remote.queue().wait_idle()
+
+
 def test_an_owner_process_whose_set_up_failed_answers_with_its_error(device, tmp_path):
     owner, remote = owner_process_and_client(device, str(tmp_path / "missing"))
     try:
@@ -302,7 +330,7 @@ def test_buffers_are_made_with_their_batch_and_dropped_once_released_whatever_th
 
 @pytest.mark.parametrize("register_arenas", [False, True], ids=["pageable", "registered"])
 def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, register_arenas):
-    """A batch whose bytes outgrow the thread's arena (16 MiB at first) gets a new one, mapped
+    """A batch whose bytes outgrow the thread's arena (32 MiB at first) gets a new one, mapped
     (and registered) in place of the old, which is closed; its copies come back whole."""
     import pyopencl as cl
 
