@@ -295,7 +295,8 @@ def run_align(options: AlignOptions) -> dict:
         if standby is not None and standby not in owners:  # the layout needed none, or it failed first
             standby.close()
         for owner in owners:
-            owner.close()
+            owner.close(wait=not success)  # a finished run does not wait for the driver's teardown
+        usage.mark("owners closed")
         model.stop.set()  # a reader waiting for the model after a failure gives up
         bar.close()
         writer.close(success)
