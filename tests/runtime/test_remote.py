@@ -530,3 +530,30 @@ def test_the_owner_declares_a_kernels_scalar_types_and_passes_the_same_values(de
         cl.enqueue_copy(queue, back, out)
         np.testing.assert_array_equal(back, a + b + c + np.arange(4))
     assert typed[1] == [None, np.dtype(np.int64), np.dtype(np.int32), None, np.dtype(np.uint8)]
+
+
+def test_an_arena_gets_its_pages_when_made_and_a_full_folder_is_a_clear_error_leaving_no_file(device, tmp_path, monkeypatch):
+    """remote._allocate: an arena's file is allocated whole when the channel makes it (its pages
+    then cost the owner's registration nothing); a folder without room is a BowmapError, not a
+    SIGBUS later, and the half-made file is gone."""
+    import errno
+
+    from bowmap.runtime import remote
+
+    monkeypatch.setattr(remote, "_arena_folder", lambda: str(tmp_path))
+    owner, client = owner_and_client(device, lambda owned: {})
+    try:
+        channel = client.context.channel()
+        channel._grow(1 << 20)
+        assert os.stat(channel.new_arena[0]).st_blocks * 512 >= channel.new_arena[1]  # allocated, not sparse
+
+        def full(descriptor, offset, length):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(os, "posix_fallocate", full)
+        before = sorted(os.listdir(tmp_path))
+        with pytest.raises(BowmapError, match=f"no room in {tmp_path}"):
+            channel._grow(len(channel.arena) + 1)
+        assert sorted(os.listdir(tmp_path)) == before
+    finally:
+        owner.close()
