@@ -51,6 +51,14 @@ BenchError = index_build.BenchError
 STARTED = time.perf_counter()
 
 
+def tree_environment(tree: Path = HERE.parent, **more: str) -> dict:
+    """This process's environment with the checkout ``tree`` (default this one) first on
+    PYTHONPATH, the caller's path kept (on the GPU machine the dependencies live there), and
+    ``more`` variables: how the bench scripts run bowmap of a given tree in a subprocess."""
+    path = os.pathsep.join([str(tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+    return {**os.environ, "PYTHONPATH": path, **more}
+
+
 def note(message: str) -> None:
     print(f"[end_to_end {time.perf_counter() - STARTED:7.1f} s] {message}", file=sys.stderr, flush=True)
 

@@ -43,14 +43,7 @@ ROOT = HERE.parent
 DATA = ROOT / "data"
 sys.path.insert(0, str(HERE))
 
-from harness import union_seconds  # noqa: E402
-
-
-def checkout_environment(**more: str) -> dict:
-    """This process's environment with this checkout first on PYTHONPATH (the caller's path
-    kept: on the GPU machine the dependencies live there), and ``more``."""
-    path = os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
-    return {**os.environ, "PYTHONPATH": path, **more}
+from harness import tree_environment, union_seconds  # noqa: E402
 
 
 def usage_totals(folder: str) -> dict[str, dict]:
@@ -238,7 +231,7 @@ def run(args, owners: int, work: str) -> tuple[float, dict, list, list, list]:
     command = [sys.executable, "-m", "bowmap", "align", args.index, args.reads, *([args.mates] if args.mates else []),
                "-o", os.path.join(work, "out.sam"), "--no-progress", *(["--devices", args.devices] if args.devices else []),
                *(["-p", str(args.processes)] if args.processes else []), *shlex.split(args.align_args)]
-    environment = checkout_environment(BOWMAP_USAGE=folder, BOWMAP_OWNERS_PER_DEVICE=str(owners),
+    environment = tree_environment(BOWMAP_USAGE=folder, BOWMAP_OWNERS_PER_DEVICE=str(owners),
                                        BOWMAP_TIMELINE="1" if args.timeline else "0")
     begun = time.monotonic()
     done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
@@ -286,7 +279,7 @@ def main(argv=None) -> int:
         args.index = str(args.work / "lambda")
         if not Path(args.index + ".bmi").exists():
             subprocess.run([sys.executable, "-m", "bowmap", "-q", "index", str(DATA / "lambda_virus.fa"), args.index], check=True,
-                           env=checkout_environment())
+                           env=tree_environment())
     rows, kernel_rows, phases, trips = [], [], [], []
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         for owners in owner_counts:

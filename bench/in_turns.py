@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 DATA = ROOT / "data"
 sys.path.insert(0, str(HERE))
-from harness import sam_lines  # noqa: E402  (bench/ is no package)
+from harness import sam_lines, tree_environment  # noqa: E402  (bench/ is no package)
 
 FIRST_CHUNK = re.compile(r"first chunk written after ([0-9.]+) s")
 
@@ -48,18 +48,12 @@ def sam_md5(path: Path) -> str:
     return digest.hexdigest()[:10]
 
 
-def environment(tree: Path) -> dict:
-    """This process's environment with ``tree`` first on PYTHONPATH (the caller's path kept: on
-    the GPU machine the dependencies live there)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
-
-
 def run_once(tree: Path, index: str, files: list[str], out: Path, args) -> tuple[float, str, str]:
     """One whole command of ``tree``: (seconds, md5 of its SAM, first chunk's time or '-')."""
     command = [sys.executable, "-m", "bowmap", "align", index, *files, "-o", str(out), "--no-progress",
                *(["--devices", args.devices] if args.devices else []), *shlex.split(args.align_args)]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=tree, env=environment(tree), capture_output=True, text=True, check=False)
+    done = subprocess.run(command, cwd=tree, env=tree_environment(tree), capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - started
     if done.returncode:
         raise SystemExit(f"in_turns: {tree}: bowmap align failed (exit {done.returncode}):\n{done.stderr.strip()}")
@@ -95,7 +89,7 @@ def main(argv=None) -> int:
         index = str(args.work / "lambda")
         if not Path(index + ".bmi").exists():
             subprocess.run([sys.executable, "-m", "bowmap", "-q", "index", str(DATA / "lambda_virus.fa"), index], check=True,
-                           env=environment(ROOT))
+                           env=tree_environment(ROOT))
     results: dict[tuple[str, str], list[tuple[float, str, str]]] = {}
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         out = Path(work) / "out.sam"

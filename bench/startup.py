@@ -51,6 +51,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from harness import tree_environment  # noqa: E402  (bench/ is no package)
 DEFAULT_WORK = HERE / "work" / "startup"
 
 # Run in a fresh interpreter: prints {"piece": seconds} as JSON. argv: index, devices.
@@ -104,12 +106,6 @@ def note(message: str) -> None:
     print(f"[startup] {message}", file=sys.stderr, flush=True)
 
 
-def environment() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    return env
-
-
 def default_input(work: Path) -> tuple[Path, Path]:
     """The lambda phage index (built once under ``work``) and its reads, decompressed."""
     work.mkdir(parents=True, exist_ok=True)
@@ -117,7 +113,7 @@ def default_input(work: Path) -> tuple[Path, Path]:
     if not Path(f"{prefix}.bmi").exists():
         note(f"building {prefix}")
         subprocess.run([sys.executable, "-m", "bowmap", "index", str(ROOT / "data" / "lambda_virus.fa"), str(prefix), "--no-progress", "-q"],
-                       check=True, env=environment())
+                       check=True, env=tree_environment())
     if not reads.exists():
         with gzip.open(ROOT / "data" / "lambda_reads_100bp.fq.gz", "rb") as source:
             reads.write_bytes(source.read())
@@ -152,12 +148,12 @@ def first_reads(reads: Path, count: int, work: Path) -> Path:
 
 def timed_python(arguments: list[str]) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, *arguments], check=True, env=environment(), stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, *arguments], check=True, env=tree_environment(), stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
 def probe(index: Path, devices: str | None) -> dict:
-    result = subprocess.run([sys.executable, "-c", PROBE, str(index), devices or ""], check=True, env=environment(),
+    result = subprocess.run([sys.executable, "-c", PROBE, str(index), devices or ""], check=True, env=tree_environment(),
                             stdout=subprocess.PIPE, text=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -169,7 +165,7 @@ def whole_command(index: Path, reads: Path, args) -> dict:
     command += ["-p", str(args.processes)] if args.processes else []
     command += shlex.split(args.align_args)
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment())
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=tree_environment())
     first, records = None, 0
     for line in process.stdout:  # the header's lines start with '@', records never do
         if not line.startswith(b"@"):

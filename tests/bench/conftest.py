@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -21,7 +20,7 @@ def load_bench(name: str):
 
 
 def checkout_environment() -> dict:
-    """The environment for a bench script run as a subprocess: this checkout first on
-    PYTHONPATH, the caller's path kept (on the GPU machine the dependencies live there)."""
-    path = os.pathsep.join([str(BENCH.parent), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
-    return {**os.environ, "PYTHONPATH": path}
+    """The environment for a bench script run as a subprocess (bench/harness.py's
+    tree_environment: this checkout first on PYTHONPATH, the caller's path kept)."""
+    harness = sys.modules.get("harness") or load_bench("harness")
+    return harness.tree_environment()
