@@ -265,7 +265,8 @@ def _allocate(descriptor: int, size: int, folder: str) -> None:
         pass  # not on this system: the pages come at first use
     except OSError as error:
         if error.errno == errno.ENOSPC:
-            raise BowmapError(f"no room in {folder} for a {size >> 20} MiB arena of the device owner's channel") from None
+            raise BowmapError(f"no room in {folder} for a {size >> 20} MiB arena (the host workers' shared memory with the "
+                              "device owner): free some, or run fewer processes (-p)") from None
         # a file system that does not allocate ahead: the pages come at first use
 
 
