@@ -11,7 +11,9 @@ active about 55% of their lives), so the question is what the workers wait for. 
   the rest (life less CPU less the waits: being descheduled, the result pump, start-up);
 * ``owner``: its CPU, its batches' thread-seconds, and the device waits inside them (blocking
   read-backs, waits for a queue to drain), the difference being the owner's own work on them;
-* ``first process``: its CPU and its writing.
+* ``first process``: its CPU and its writing;
+* the owner's and the first process's busiest threads still alive at their end (Python's names,
+  else the system's: a driver's threads too), by CPU.
 
 A worker's owner waits far above the owner's batch time point at the way there and back (the
 socket, the owner's GIL); batches far above their device waits at the owner's own work; a wait
@@ -59,6 +61,8 @@ def usage_totals(folder: str) -> dict[str, dict]:
         total["count"] += 1
         total["cpu"] += record["user_s"] + record["system_s"]
         total["age"] += record["age_s"]
+        for name, user, system in record.get("threads", []):  # the live threads' CPU at the process's end
+            total.setdefault("threads", {})[name] = total.get("threads", {}).get(name, 0.0) + user + system
         for wait, (count, seconds) in record.get("waits", {}).items():
             total["waits"][wait] = total["waits"].get(wait, 0.0) + seconds
             total.setdefault("counts", {})[wait] = total.get("counts", {}).get(wait, 0) + count
@@ -100,6 +104,11 @@ def rows_of(label: str, whole: float, kinds: dict[str, dict]) -> list[list[str]]
     if parent:
         rows.append([label, "", "first process", f"{parent['age']:.2f}", share(parent["cpu"], parent["age"]),
                      f"writing {parent['waits'].get('writing', 0.0):.2f} s", "", ""])
+    for kind, title in (("owner", "owner's threads"), ("parent", "its threads")):
+        threads = kinds.get(kind, {}).get("threads")
+        if threads:  # the busiest live threads at the end (a driver's too: named by the system)
+            cells = [f"{name} {seconds:.2f} s" for name, seconds in sorted(threads.items(), key=lambda item: -item[1])[:3]]
+            rows.append([label, "", title, "", "", *(cells + [""] * 3)[:3]])
     return rows
 
 

@@ -66,9 +66,10 @@ def test_smoke_owner_layout_on_lambda(tmp_path):
     assert lines[0].split()[:3] == ["run", "whole", "s"]
     for owners in (1, 2):
         run = [line for line in lines[1:] if line.startswith(f"{owners} owner(s) a device")]
-        assert len(run) >= 7  # workers, owner, its loop (two lines), its commands (three kinds a line), first process
-        assert "host workers x2" in run[0] and f"owner x{owners}" in run[1] and "first process" in run[-1]
-        assert "device waits" in run[1] and "writing" in run[-1]
-        commands = " ".join(run[4:-1])
+        # workers, owner, its loop (two lines), its commands (three kinds a line), first process, the two's threads
+        first = next(number for number, line in enumerate(run) if "first process" in line)
+        assert "host workers x2" in run[0] and f"owner x{owners}" in run[1] and "writing" in run[first]
+        assert "device waits" in run[1] and "owner's threads" in run[first + 1] and "MainThread" in run[first + 2]
+        commands = " ".join(run[4:first])
         assert all(kind in commands for kind in ("kernel", "write", "read", "create", "arena mapped"))
         assert "owner's loop" in run[2] and "select" in run[3] and "owner's commands" in run[4] and "kernel" in run[4]
