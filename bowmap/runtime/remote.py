@@ -14,9 +14,10 @@ helpers (:func:`~bowmap.runtime.devices.make_buffer`, ``make_kernel``, ``enqueue
 ``read_back``, ``wait_idle``), which record them per thread; a blocking read-back sends the whole
 batch to the owner in one message, so a chunk's stage costs one round trip per synchronisation
 it had anyway. Bytes of uploads and read-backs travel through a shared-memory arena of the thread's
-own (a file in /dev/shm mapped by both processes), never through a pickle. The owner executes a
-batch with the very PyOpenCL calls the kernel owner would have made in its own process, in the
-same order on the same kind of in-order queue, so results are the same bit for bit.
+own (a file in /dev/shm, or a memory file where that is full, mapped by both processes), never
+through a pickle. The owner executes a batch with the very PyOpenCL calls the kernel owner would
+have made in its own process, in the same order on the same kind of in-order queue, so results
+are the same bit for bit.
 
 Keys: a buffer or queue made by a client is named ``(token, number)``, the token being its
 process's; buffers the owner made for everyone (the index blocks, the packed text) are named
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import errno
+import functools
 import itertools
 import logging
 import mmap
@@ -173,6 +175,7 @@ class _Channel:
         self.arena: mmap.mmap | None = None
         self.view: np.ndarray | None = None
         self.new_arena: tuple[str, int] | None = None  # sent with the next batch
+        self._forget_name = None  # removes the new arena's name once the owner has mapped it (see _arena_file)
         self.calls = -1  # the hello is call 0
         self.call(("hello", _TOKEN))
 
@@ -205,26 +208,16 @@ class _Channel:
 
     def _grow(self, needed: int) -> None:
         size = max(_ARENA_BYTES, needed, 2 * (len(self.arena) if self.arena is not None else 0))
-        folder = _arena_folder()
-        descriptor, path = tempfile.mkstemp(prefix="bowmap-arena-", dir=folder)
-        try:
-            os.ftruncate(descriptor, size)
-            _allocate(descriptor, size, folder or tempfile.gettempdir())
-            arena = mmap.mmap(descriptor, size)
-        except BaseException:
-            os.unlink(path)
-            raise
-        finally:
-            os.close(descriptor)
+        arena, name, forget = _arena_file(size)
         if self.arena is not None:
             arena[: self.used] = self.arena[: self.used]  # this batch's uploads so far
             self.view = None
             self.arena.close()
-        if self.new_arena is not None:  # never sent: no one else maps it
-            os.unlink(self.new_arena[0])
+        if self._forget_name is not None:  # never sent: no one else maps it
+            self._forget_name()
         self.arena = arena
         self.view = np.frombuffer(arena, dtype=np.uint8)
-        self.new_arena = (path, size)
+        self.new_arena, self._forget_name = (name, size), forget
 
     def put(self, array: np.ndarray) -> int:
         """Copy ``array``'s bytes into the arena; their offset."""
@@ -241,33 +234,71 @@ class _Channel:
         while _RELEASED:
             released.append(_RELEASED.popleft())
         arena, self.new_arena = self.new_arena, None
+        forget, self._forget_name = self._forget_name, None
         commands, self.commands = self.commands, []
         try:
             self.call(("batch", arena, released, commands))
         finally:
-            if arena is not None:
-                os.unlink(arena[0])  # mapped on both sides now (or the owner is gone)
+            if forget is not None:
+                forget()  # mapped on both sides now (or the owner is gone)
             reads, self.reads = self.reads, []
             self.used = 0
         for destination, offset in reads:
             np.copyto(destination, np.ndarray(destination.shape, destination.dtype, buffer=self.arena, offset=offset))
 
 
-def _allocate(descriptor: int, size: int, folder: str) -> None:
-    """Give an arena's file its pages now, in this host worker: not in the owner's loop, where
-    NVIDIA's driver would allocate them while registering the arena (see DeviceOwner._map; H200,
-    32 MiB: 12.9-17.4 ms a sparse file, 9.9-12.7 ms an allocated one, the rest being the owner's
-    page tables, which populating its mapping first does not shorten), nor as a SIGBUS at a
-    write into a full /dev/shm (a clear error instead)."""
+def _arena_file(size: int):
+    """A shared file of ``size`` bytes for an arena, mapped here: (mapping, the name the owner
+    opens it by, a callable that removes that name once the owner has it mapped).
+
+    A file in /dev/shm (else the temporary folder), its pages allocated now. Where /dev/shm is
+    full (a container's: Docker gives 64 MiB, 15 host workers need 32 each), a memory file
+    (memfd, bounded by memory alone) named by its /proc descriptor path."""
+    folder = _arena_folder()
+    descriptor, path = tempfile.mkstemp(prefix="bowmap-arena-", dir=folder)
+    arena = None
+    try:
+        os.ftruncate(descriptor, size)
+        if _allocate(descriptor, size):
+            arena = mmap.mmap(descriptor, size)
+    finally:
+        os.close(descriptor)
+        if arena is None:  # full, or failed
+            os.unlink(path)
+    if arena is not None:
+        return arena, path, functools.partial(os.unlink, path)
+    if not hasattr(os, "memfd_create"):
+        raise BowmapError(f"no room in {folder or tempfile.gettempdir()} for a {size >> 20} MiB arena (the host workers' shared "
+                          "memory with the device owner): free some, or run fewer processes (-p)")
+    log.debug("%s is full: arenas in memory files", folder)
+    descriptor = os.memfd_create("bowmap-arena", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(descriptor, size)
+        if not _allocate(descriptor, size):
+            raise BowmapError(f"no memory for a {size >> 20} MiB arena (the host workers' shared memory with the device owner): "
+                              "run fewer processes (-p)")
+        arena = mmap.mmap(descriptor, size)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return arena, f"/proc/{os.getpid()}/fd/{descriptor}", functools.partial(os.close, descriptor)
+
+
+def _allocate(descriptor: int, size: int) -> bool:
+    """Give an arena's file its pages now, in this host worker; False where there is no room.
+    Why: not in the owner's loop, where NVIDIA's driver would allocate them while registering the
+    arena (see DeviceOwner._map; H200, 32 MiB: 12.9-17.4 ms a sparse file, 9.9-12.7 ms an
+    allocated one, the rest being the owner's page tables, which populating its mapping first
+    does not shorten), nor as a SIGBUS at a write into a full /dev/shm."""
     try:
         os.posix_fallocate(descriptor, 0, size)
     except AttributeError:
         pass  # not on this system: the pages come at first use
     except OSError as error:
         if error.errno == errno.ENOSPC:
-            raise BowmapError(f"no room in {folder} for a {size >> 20} MiB arena (the host workers' shared memory with the "
-                              "device owner): free some, or run fewer processes (-p)") from None
+            return False
         # a file system that does not allocate ahead: the pages come at first use
+    return True
 
 
 class RemoteContext:

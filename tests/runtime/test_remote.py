@@ -532,28 +532,62 @@ def test_the_owner_declares_a_kernels_scalar_types_and_passes_the_same_values(de
     assert typed[1] == [None, np.dtype(np.int64), np.dtype(np.int32), None, np.dtype(np.uint8)]
 
 
-def test_an_arena_gets_its_pages_when_made_and_a_full_folder_is_a_clear_error_leaving_no_file(device, tmp_path, monkeypatch):
-    """remote._allocate: an arena's file is allocated whole when the channel makes it (its pages
-    then cost the owner's registration nothing); a folder without room is a BowmapError, not a
-    SIGBUS later, and the half-made file is gone."""
+def test_an_arena_gets_its_pages_when_made_and_where_its_folder_is_full_lives_in_a_memory_file(device, small_index, tmp_path, monkeypatch):
+    """remote._arena_file: an arena's file is allocated whole when the channel makes it (its
+    pages then cost the owner's registration nothing). Where the folder is full (a container's
+    small /dev/shm), the arena is a memfd the owner process opens by its /proc path, copies come
+    back whole, and no file is left; with no memory either, a BowmapError."""
     import errno
 
     from bowmap.runtime import remote
+    from bowmap.runtime.devices import make_buffer, read_back
 
-    monkeypatch.setattr(remote, "_arena_folder", lambda: str(tmp_path))
-    owner, client = owner_and_client(device, lambda owned: {})
-    try:
-        channel = client.context.channel()
-        channel._grow(1 << 20)
-        assert os.stat(channel.new_arena[0]).st_blocks * 512 >= channel.new_arena[1]  # allocated, not sparse
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    monkeypatch.setattr(remote, "_arena_folder", lambda: str(folder))
+    size = 1 << 20
+    arena, path, forget = remote._arena_file(size)
+    assert os.stat(path).st_blocks * 512 >= size  # allocated, not sparse
+    forget()
+    arena.close()
+    assert not os.listdir(folder)
 
-        def full(descriptor, offset, length):
+    allocate = os.posix_fallocate
+
+    def full_folder(descriptor, offset, length):
+        if os.readlink(f"/proc/self/fd/{descriptor}").startswith(str(folder)):
             raise OSError(errno.ENOSPC, "No space left on device")
+        allocate(descriptor, offset, length)
 
-        monkeypatch.setattr(os, "posix_fallocate", full)
-        before = sorted(os.listdir(tmp_path))
-        with pytest.raises(BowmapError, match=f"no room in {tmp_path}"):
-            channel._grow(len(channel.arena) + 1)
-        assert sorted(os.listdir(tmp_path)) == before
+    monkeypatch.setattr(os, "posix_fallocate", full_folder)
+    names, make = [], remote._arena_file
+
+    def recorded(size):
+        made = make(size)
+        names.append(made[1])
+        return made
+
+    monkeypatch.setattr(remote, "_arena_file", recorded)
+    owner, remote_device = owner_process_and_client(device, small_index)
+    try:
+        rng = np.random.default_rng(7)
+        queue = remote_device.queue()
+        for words in (1 << 16, 9 << 20):  # the second outgrows the first arena (32 MiB)
+            data = rng.integers(0, 2**31, size=words, dtype=np.int32)
+            buffer = make_buffer(remote_device.context, 1, size=data.nbytes)
+            queue.copy(buffer, data, is_blocking=False)
+            back = np.empty_like(data)
+            read_back(queue, back, buffer)
+            np.testing.assert_array_equal(back, data)
+        assert len(names) >= 2 and all(name.startswith(f"/proc/{os.getpid()}/fd/") for name in names)  # memfds, the owner mapped both
+        assert not os.listdir(folder)
     finally:
         owner.close()
+
+    def no_memory(descriptor, offset, length):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_memory)
+    with pytest.raises(BowmapError, match="no memory for a 1 MiB arena"):
+        remote._arena_file(size)
+    assert not os.listdir(folder)
