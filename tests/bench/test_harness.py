@@ -51,7 +51,10 @@ def test_pss_of_a_tree_counts_shared_pages_once(harness, tmp_path):
     # At the peak the shared mapping is in all four processes: RSS counts it 4 times, PSS once.
     shared_kib = SHARED_MIB << 10
     assert memory.tree_rss_kib >= 4 * shared_kib + 4 * (8 << 10)
-    assert memory.pss_rss_kib - memory.peak_pss_kib >= 2.5 * shared_kib
+    # The largest RSS against the largest PSS, not the RSS of the PSS's peak sample: that sample
+    # may come before every child has touched the mapping (a CI run on a 2-core machine: 148 MiB
+    # apart at that sample, 214 MiB largest against largest, 160 MiB needed).
+    assert memory.tree_rss_kib - memory.peak_pss_kib >= 2.5 * shared_kib
     assert memory.peak_pss_kib >= shared_kib + 4 * (8 << 10)
 
 
