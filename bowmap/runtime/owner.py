@@ -90,7 +90,7 @@ class DeviceOwner:
         self._error: BaseException | None = None
         self._buffers: dict = {}
         self._queues: dict = {}
-        self._kernels: dict = {}
+        self._kernels: dict = {}  # program key -> its kernels (see _program_kernels)
         self._facts: dict = {}  # program key -> its kernels' facts (see _kernel_facts)
         self._departed: list = []  # what gone clients made and replaced arenas: kept, not freed (see _forget)
         self._clients: collections.Counter = collections.Counter()  # open connections a token
@@ -372,14 +372,12 @@ class DeviceOwner:
             json.dump(rows, file)
 
     def _answer(self, device, message):
-        import pyopencl as cl
-
         kind = message[0]
         if kind == "program":
             return self._kernel_facts(device, message[1])
         if kind == "kernel_info":
             _, program_key, name, parameter = message
-            return int(cl.Kernel(device.program(*program_key), name).get_work_group_info(parameter, device.device))
+            return int(self._program_kernels(device, program_key)[name][0].get_work_group_info(parameter, device.device))
         if kind == "facts":
             from bowmap.runtime.devices import nvidia_compute_capability
 
@@ -397,24 +395,24 @@ class DeviceOwner:
             from bowmap.runtime.remote import KERNEL_FACTS
 
             facts = {}
-            for kernel in device.program(*program_key).all_kernels():
-                self._kernels.setdefault((program_key, kernel.function_name), [kernel, None])
+            for name, (kernel, _) in self._program_kernels(device, program_key).items():
                 for parameter in KERNEL_FACTS:
-                    facts[kernel.function_name, parameter] = int(kernel.get_work_group_info(parameter, device.device))
+                    facts[name, parameter] = int(kernel.get_work_group_info(parameter, device.device))
             self._facts[program_key] = facts
         return facts
 
-    def _kernel(self, device, program_key, name: str) -> list:
-        """The kernel ``name`` of the program ``program_key`` with its declared scalar dtypes
-        (see _launch): one for every client. Why: a kernel made a client (15 host workers, a
-        dozen kernels each) cost the loop a creation and pyopencl's invoker (looked up in its
+    def _program_kernels(self, device, program_key) -> dict:
+        """The kernels of the program ``program_key``, made once for every client: {name: [kernel,
+        its declared scalar dtypes (see _launch)]}. Why: a kernel made a client (15 host workers,
+        a dozen kernels each) cost the loop a creation and pyopencl's invoker (looked up in its
         on-disk cache) each, in the first chunks (H200, chr20, py-spy --native: 8% of the loop's
         samples). One object serves all: only this loop sets its arguments, and an enqueue takes
         their values as they are then."""
-        import pyopencl as cl
-
-        typed = self._kernels[program_key, name] = [cl.Kernel(device.program(*program_key), name), None]
-        return typed
+        kernels = self._kernels.get(program_key)
+        if kernels is None:
+            kernels = self._kernels[program_key] = {kernel.function_name: [kernel, None]
+                                                    for kernel in device.program(*program_key).all_kernels()}
+        return kernels
 
     def _release(self, released, created: set) -> None:
         """Forget the buffers a client dropped (``released``, keys), after its batch that made
@@ -496,9 +494,7 @@ class DeviceOwner:
                     deferred = None
                 if operation == "kernel":
                     _, program_key, name, queue_key, global_size, local_size, arguments = command
-                    typed = self._kernels.get((program_key, name))
-                    if typed is None:
-                        typed = self._kernel(device, program_key, name)
+                    typed = self._program_kernels(device, program_key)[name]
                     queue = touched[queue_key] = self._queue(device, queue_key)
                     busy.add(queue_key)
                     with usage.timed("command: kernel"):
