@@ -258,9 +258,7 @@ def _arena_file(size: int):
     descriptor, path = tempfile.mkstemp(prefix="bowmap-arena-", dir=folder)
     arena = None
     try:
-        os.ftruncate(descriptor, size)
-        if _allocate(descriptor, size):
-            arena = mmap.mmap(descriptor, size)
+        arena = _mapped(descriptor, size)
     finally:
         os.close(descriptor)
         if arena is None:  # full, or failed
@@ -273,15 +271,21 @@ def _arena_file(size: int):
     log.debug("%s is full: arenas in memory files", folder)
     descriptor = os.memfd_create("bowmap-arena", os.MFD_CLOEXEC)
     try:
-        os.ftruncate(descriptor, size)
-        if not _allocate(descriptor, size):
-            raise BowmapError(f"no memory for a {size >> 20} MiB arena (the host workers' shared memory with the device owner): "
-                              "run fewer processes (-p)")
-        arena = mmap.mmap(descriptor, size)
-    except BaseException:
-        os.close(descriptor)
-        raise
+        arena = _mapped(descriptor, size)
+    finally:
+        if arena is None:  # no memory, or failed
+            os.close(descriptor)
+    if arena is None:
+        raise BowmapError(f"no memory for a {size >> 20} MiB arena (the host workers' shared memory with the device owner): "
+                          "run fewer processes (-p)")
     return arena, f"/proc/{os.getpid()}/fd/{descriptor}", functools.partial(os.close, descriptor)
+
+
+def _mapped(descriptor: int, size: int) -> mmap.mmap | None:
+    """The file of ``descriptor`` made ``size`` bytes, its pages allocated (_allocate), and
+    mapped here; None where there is no room for them."""
+    os.ftruncate(descriptor, size)
+    return mmap.mmap(descriptor, size) if _allocate(descriptor, size) else None
 
 
 def _allocate(descriptor: int, size: int) -> bool:
