@@ -89,17 +89,13 @@ def rows_of(label: str, whole: float, kinds: dict[str, dict]) -> list[list[str]]
                      f"batches {batches:.2f} s", f"device waits {device:.2f} s", f"own work {batches - device:.2f} s"])
         loop = {name[len("loop: "):]: seconds for name, seconds in owners["waits"].items() if name.startswith("loop: ")}
         if loop:  # the serving loop's thread: where its life went (DeviceOwner._loop)
-            cells = [f"{name} {seconds:.2f} s" for name, seconds in sorted(loop.items())] + [""] * 6
-            rows.append([label, "", "owner's loop", "", "", *cells[:3]])
-            rows.append([label, "", "", "", "", *cells[3:6]])
+            rows += cell_rows(label, "owner's loop", [f"{name} {seconds:.2f} s" for name, seconds in sorted(loop.items())])
         commands = {name[len("command: "):]: seconds for name, seconds in owners["waits"].items() if name.startswith("command: ")}
         counts = {name[len("command: "):]: count for name, count in owners.get("counts", {}).items() if name.startswith("command: ")}
         if commands:  # the enqueueing of a batch's commands, by kind (DeviceOwner._execute): seconds, count, mean
-            cells = [f"{name} {seconds:.2f} s / {counts.get(name, 0)} = {1e6 * seconds / max(counts.get(name, 0), 1):.0f} us"
-                     for name, seconds in sorted(commands.items(), key=lambda item: -item[1])]
-            cells += [""] * (-len(cells) % 3)
-            for row in range(0, len(cells), 3):  # three kinds a row, all of them
-                rows.append([label, "", "owner's commands" if row == 0 else "", "", "", *cells[row : row + 3]])
+            rows += cell_rows(label, "owner's commands", [
+                f"{name} {seconds:.2f} s / {counts.get(name, 0)} = {1e6 * seconds / max(counts.get(name, 0), 1):.0f} us"
+                for name, seconds in sorted(commands.items(), key=lambda item: -item[1])])
     parent = kinds.get("parent")
     if parent:
         rows.append([label, "", "first process", f"{parent['age']:.2f}", share(parent["cpu"], parent["age"]),
@@ -107,9 +103,14 @@ def rows_of(label: str, whole: float, kinds: dict[str, dict]) -> list[list[str]]
     for kind, title in (("owner", "owner's threads"), ("parent", "its threads")):
         threads = kinds.get(kind, {}).get("threads")
         if threads:  # the busiest live threads at the end (a driver's too: named by the system)
-            cells = [f"{name} {seconds:.2f} s" for name, seconds in sorted(threads.items(), key=lambda item: -item[1])[:3]]
-            rows.append([label, "", title, "", "", *(cells + [""] * 3)[:3]])
+            rows += cell_rows(label, title, [f"{name} {seconds:.2f} s" for name, seconds in sorted(threads.items(), key=lambda item: -item[1])[:3]])
     return rows
+
+
+def cell_rows(label: str, title: str, cells: list[str]) -> list[list[str]]:
+    """``cells`` in the table's last three columns, three a row, the first row titled."""
+    cells = cells + [""] * (-len(cells) % 3)
+    return [[label, "", title if row == 0 else "", "", "", *cells[row : row + 3]] for row in range(0, len(cells), 3)]
 
 
 def timeline_rows(label: str, folder: str) -> list[list[str]]:
