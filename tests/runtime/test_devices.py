@@ -118,3 +118,30 @@ def test_a_worker_opens_the_device_the_parent_listed():
     assert context_for_info(info).device.int_ptr == context_for(info.index).device.int_ptr
     renamed = dataclasses.replace(info, name="not this device")
     assert context_for_info(renamed).info.name == info.name  # the full list's device at that index
+
+
+@pytest.mark.parametrize("size", [1, 7, 4096 + 3, (1 << 20) + 1])
+def test_a_filled_buffer_holds_its_array_on_the_device_and_through_an_owner(device, size):
+    import numpy as np
+    import pyopencl as cl
+
+    from bowmap.runtime.devices import filled_buffer
+    from bowmap.runtime.owner import DeviceOwner
+    from bowmap.runtime.remote import RemoteDevice
+
+    array = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    buffer = filled_buffer(device, array)
+    assert buffer.size == size and buffer.flags & cl.mem_flags.READ_ONLY
+    back = np.empty_like(array)
+    cl.enqueue_copy(device.queue(), back, buffer, is_blocking=True)
+    assert np.array_equal(back, array)
+    owner = DeviceOwner(lambda: device, lambda _: {})
+    try:
+        client = RemoteDevice(device.info, *owner.endpoint)
+        remote = filled_buffer(client, array)
+        back = np.empty_like(array)
+        queue = client.queue()
+        queue.copy(back, remote, is_blocking=True)
+        assert np.array_equal(back, array)
+    finally:
+        owner.close()

@@ -44,7 +44,7 @@ from bowmap.runtime.devices import (
     DeviceArray,
     DeviceContext,
     ReusedBuffer,
-    make_buffer,
+    filled_buffer,
     make_kernel,
     nvidia_compute_capability,
 )
@@ -153,12 +153,11 @@ class PackedText:
     device: no window bases are gathered on the host or copied in."""
 
     def __init__(self, device: DeviceContext, packed: np.ndarray, length: int, ambiguous_starts=(), ambiguous_lengths=()):
-        mf = cl.mem_flags
         packed = np.ascontiguousarray(packed, dtype=np.uint8)
         if len(packed) * 4 < length:
             raise ValueError("packed text shorter than its length")
         self.length = int(length)
-        self.buffer = make_buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=packed if len(packed) else np.zeros(1, np.uint8))
+        self.buffer = filled_buffer(device, packed if len(packed) else np.zeros(1, np.uint8))
         starts = np.asarray(ambiguous_starts, dtype=np.int64)
         self.masked = len(starts) > 0
         mask = np.zeros(1, dtype=np.uint8)
@@ -166,7 +165,7 @@ class PackedText:
             mask = np.zeros(-(-self.length // 8), dtype=np.uint8)
             for start, run in zip(starts.tolist(), np.asarray(ambiguous_lengths, dtype=np.int64).tolist()):  # a few runs
                 _set_bits(mask, start, start + run)
-        self.ambiguous = make_buffer(device.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=mask)
+        self.ambiguous = filled_buffer(device, mask)
 
     @classmethod
     def from_index(cls, device: DeviceContext, index) -> PackedText:

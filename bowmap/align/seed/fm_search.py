@@ -16,7 +16,7 @@ import pyopencl.cltypes as cltypes
 
 from bowmap.index.load import FMIndex, IndexBlock
 from bowmap.runtime.arrays import segment_ranges
-from bowmap.runtime.devices import DeviceArray, DeviceContext, ReusedBuffer, make_buffer, make_kernel, read_back, work_group_size
+from bowmap.runtime.devices import DeviceArray, DeviceContext, ReusedBuffer, filled_buffer, make_buffer, make_kernel, read_back, work_group_size
 from bowmap.runtime.errors import BowmapError
 
 SOURCE = "align/fm_search.cl"
@@ -26,8 +26,6 @@ class DeviceBlock:
     """One index block's read-only buffers in one device context."""
 
     def __init__(self, device: DeviceContext, block: IndexBlock):
-        flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
-        context = device.context
         for name, array in (("occ", block.occ), ("marks", block.marks), ("samples", block.samples)):
             if array.nbytes > device.info.max_allocation:
                 raise BowmapError(
@@ -35,10 +33,10 @@ class DeviceBlock:
                     f"allows {device.info.max_allocation}: rebuild the index with --device-mem for this device"
                 )
         self.block = block
-        self.occ = make_buffer(context, flags, hostbuf=block.occ)
-        self.marks = make_buffer(context, flags, hostbuf=block.marks)
+        self.occ = filled_buffer(device, block.occ)
+        self.marks = filled_buffer(device, block.marks)
         # A zero-size buffer is not allowed: a block always has its offset-0 suffix sampled.
-        self.samples = make_buffer(context, flags, hostbuf=block.samples)
+        self.samples = filled_buffer(device, block.samples)
         self.first_rows = cltypes.make_uint4(*(int(value) for value in block.first_rows))
 
     BUFFERS = ("occ", "marks", "samples")
