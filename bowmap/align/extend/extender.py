@@ -156,6 +156,8 @@ class Places:
         return rows, np.cumsum(new) - 1
 
 
+PLACE_FIELDS = tuple(Places.__dataclass_fields__)
+
 def rival_scores(read: np.ndarray, score: np.ndarray, count: int, places: Places, chosen: np.ndarray) -> np.ndarray:
     """For each of ``count`` reads, the best score among its rows (``read`` sorted) that are not
     at the place of its row ``chosen`` (-1: none, then NO_SCORE): the second best at another
@@ -322,7 +324,13 @@ class Extender:
         best, best_score, second_score, suboptimal = (array.copy() for array in (scored.best, scored.best_score, scored.second_score, scored.suboptimal))
         best[reads] = np.where(again[0][reads] >= 0, ranked_again[np.maximum(again[0][reads], 0)], -1)
         best_score[reads], second_score[reads], suboptimal[reads] = again[1][reads], again[2][reads], again[3][reads]
-        return Scored(windows, score, read_end, window_end, best, best_score, second_score, suboptimal, self.scoring.match)
+        places = None  # made when first asked for, as for any Scored
+        if scored._places is not None:
+            # The old windows' places were made already (pair choice asks for them before its
+            # rescue adds windows): only the new windows' are, a row's place being its own.
+            extra_places = Places.estimated(extra.reverse, extra_score, extra_read_end, extra.start + extra_end, self.scoring.match)
+            places = Places(*(np.concatenate((getattr(scored._places, name), getattr(extra_places, name))) for name in PLACE_FIELDS))
+        return Scored(windows, score, read_end, window_end, best, best_score, second_score, suboptimal, self.scoring.match, places)
 
     def tandem(self, scored: Scored, chosen_window: np.ndarray) -> np.ndarray:
         """Each read's tandem score (bowmap.align.extend.tandem) for its window ``chosen_window`` (-1:
