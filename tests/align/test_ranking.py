@@ -127,3 +127,53 @@ def test_ranking_on_the_device_writes_the_same_sam(lambda_index, reads, tmp_path
     assert outputs[0] == outputs[1] and len(outputs[0]) > 1000
     mapq = [line.split("\t")[4] for line in outputs[0] if not line.startswith("@")]
     assert mapq.count("0") > 100 and len(mapq) - mapq.count("0") > 100 and sum("XS:i:" in line for line in outputs[0]) > 1000
+
+
+@pytest.mark.parametrize("seed, count, far", [(0, 1, False), (1, 300, False), (2, 1000, True), (3, 2000, False)])
+def test_rival_scores_are_the_best_score_at_another_place_read_by_read(seed, count, far):
+    """rival_scores' rounds against the definition, a read at a time: the best score among the
+    read's other rows not at its chosen row's place, for every read, for a mask and with the rows
+    in any order."""
+    from bowmap.align.extend.extender import Places, rival_scores
+
+    chunk, windows, score, read_end, window_end = random_case(seed, count, far)
+    rng = np.random.default_rng(seed)
+    places = Places.estimated(windows.reverse, score, read_end, windows.start + window_end, 1)
+    read = windows.read
+    chosen = np.full(count, -1, dtype=np.int64)
+    rows_of = [np.flatnonzero(read == r) for r in range(count)]
+    for r, rows in enumerate(rows_of):
+        if len(rows) and rng.random() < 0.9:
+            chosen[r] = rng.choice(rows)
+    score = np.where(rng.random(len(score)) < 0.05, NO_SCORE, score)  # masked rows, as records masks them
+    mask = rng.random(count) < 0.5
+    expected = np.full(count, NO_SCORE, dtype=np.int64)
+    for r, rows in enumerate(rows_of):
+        for row in rows:
+            if chosen[r] >= 0 and row != chosen[r] and not places.same(np.array([row]), np.array([chosen[r]]))[0]:
+                expected[r] = max(expected[r], score[row])
+    assert np.array_equal(rival_scores(read, score, count, places, chosen), expected)
+    assert np.array_equal(rival_scores(read, score, count, places, chosen, mask), np.where(mask, expected, NO_SCORE))
+    # Rows in any order (Extender.add puts a rescue's windows after the others).
+    order = rng.permutation(len(read))
+    moved_to = np.empty(len(read), dtype=np.int64)
+    moved_to[order] = np.arange(len(read))
+    shuffled = Places(*(getattr(places, name)[order] for name in ("reverse", "read_start", "read_end", "text_start", "text_end")))
+    moved_chosen = np.where(chosen >= 0, moved_to[np.maximum(chosen, 0)], -1)
+    assert np.array_equal(rival_scores(read[order], score[order], count, shuffled, moved_chosen), expected)
+
+
+@pytest.mark.parametrize("copies", [0, 3, 4, 5, 9])
+def test_a_rival_below_many_copies_of_the_chosen_alignment_is_found(copies):
+    """Copies of the chosen alignment at falling scores above the rival: a round for each, then
+    the rows left after RIVAL_ROUNDS rounds."""
+    from bowmap.align.extend.extender import Places, rival_scores
+
+    n = copies + 3  # the chosen, its copies, a row elsewhere and a lower row elsewhere
+    shift = np.r_[0, np.arange(1, copies + 1), 5000, 9000]  # copies a base apart
+    score = np.r_[100, 99 - np.arange(copies), 10, 3].astype(np.int64)
+    places = Places(np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.full(n, 150), 1000 + shift, 1150 + shift)
+    read = np.zeros(n, dtype=np.int64)
+    assert rival_scores(read, score, 1, places, np.array([0]))[0] == 10
+    assert rival_scores(read, score, 1, places, np.array([n - 1]))[0] == 100  # chosen elsewhere: the best
+    assert rival_scores(read, score, 1, places, np.array([-1]))[0] == NO_SCORE

@@ -432,10 +432,9 @@ def choose_pairs(scored: Scored, extender: Extender, model: InsertModel, penalty
             chosen_score[reads] = scored.score[chosen]
         # The best among the read's alignments at other places than the chosen (its own best
         # when another place was chosen; not a copy of the chosen one, which may be the best).
-        rivals = rival_scores(scored.windows.read, scored.score, count, scored.places(), window)
         paired = np.zeros(count, dtype=bool)
         paired[2 * wins], paired[2 * wins + 1] = True, True
-        second[paired] = rivals[paired]
+        second[paired] = rival_scores(scored.windows.read, scored.score, count, scored.places(), window, paired)[paired]
         moved = window != scored.best  # the pair chose another window: its tandem score and share anew
         if moved.any():
             moved_window = np.where(moved, window, -1)

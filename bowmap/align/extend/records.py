@@ -242,7 +242,7 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
         again = np.zeros(count, dtype=bool)
         again[windows.read[excluded]] = True
         masked = np.where(excluded, NO_SCORE, scored.score.astype(np.int64))
-        fixed_second[again] = rival_scores(windows.read, masked, count, scored.places(), primary_window)[again]
+        fixed_second[again] = rival_scores(windows.read, masked, count, scored.places(), primary_window, again)[again]
     moved = np.zeros(count, dtype=bool)
     moved[read[~with_primary]] = True
     if moved.any():  # a moved read's rivals: its other alignments but the split parts
