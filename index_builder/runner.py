@@ -12,9 +12,11 @@ can be stopped at once on ^C or on another block's error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
+import sys
 import traceback
 
 from bowmap.index_builder.fm_block import peak_resident_bytes, write_block
@@ -139,6 +141,30 @@ def _leave_with_parent(parent: int) -> None:
         threading.Thread(target=watch, daemon=True, name="bowmap-parent-watch").start()
 
 
+@contextlib.contextmanager
+def _stderr_to_null():
+    """This process's standard error (fd 2) pointed at /dev/null while a worker is spawned, so
+    that the worker has it as its own. A worker writes nothing there (its errors come back
+    through its pipe, its death as an exit code); but one whose parent is killed between its
+    spawn and the start-up data multiprocessing sends it would print that module's EOFError
+    traceback (seen once in a full test run on a 2-core machine)."""
+    if sys.stderr is not None:
+        sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error at all: the worker has none either
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def _block_worker(connection, job, parent: int, writer=write_block) -> None:
     """Entry of a worker process: build one block, send back its result or error text."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles ^C and stops the workers
@@ -177,7 +203,8 @@ def _run_in_workers(jobs: dict, schedule, baseline: int, cap: int, threads: int,
                     process = context.Process(
                         target=_block_worker, args=(sender, jobs[number], os.getpid(), writer), name=f"bowmap-index-block-{number}", daemon=True
                     )
-                    process.start()
+                    with _stderr_to_null():
+                        process.start()
                     sender.close()
                     running[number] = (process, receiver, len(running) + 1)
                     pending.remove(number)
