@@ -226,17 +226,13 @@ def test_cli_logs_the_prediction(tmp_path, capsys):
     assert os.path.exists(str(tmp_path / "ref") + MANIFEST_SUFFIX)
 
 
-def _write_to_stderr(text: str) -> None:
-    os.write(2, text.encode())
-
-
 def test_a_worker_is_spawned_with_no_standard_error_and_the_builder_keeps_its_own(capfd):
     """A block worker gets /dev/null as fd 2 (one whose parent is killed while it starts would
     print multiprocessing's traceback there); the builder's own fd 2 is the same afterwards."""
     from bowmap.index_builder.runner import _stderr_to_null
 
     with _stderr_to_null():
-        process = multiprocessing.get_context("spawn").Process(target=_write_to_stderr, args=("from the worker\n",))
+        process = multiprocessing.get_context("spawn").Process(target=os.write, args=(2, b"from the worker\n"))
         process.start()
     process.join(60)
     os.write(2, b"from the builder\n")
