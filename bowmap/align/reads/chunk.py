@@ -46,17 +46,22 @@ class ReadChunk:
         """int64[count]: bases in each read."""
         return np.diff(self.offsets)
 
-    @functools.cached_property
+    @property
     def reverse_codes(self) -> np.ndarray:
-        """Each read's reverse complement (4 stays 4), offsets as ``codes``: made where it is first
-        needed (a worker process, not the reader), and not sent between processes."""
-        return reverse_complement(self.codes, self.offsets)
+        """Each read's reverse complement (4 stays 4), offsets as ``codes``: the second half of
+        :attr:`both_codes`."""
+        return self.both_codes[len(self.codes) :]
 
     @functools.cached_property
     def both_codes(self) -> np.ndarray:
         """``codes`` then ``reverse_codes``, one array: the layout the seeds, the Smith-Waterman
-        reads and the SAM text take, made once a chunk."""
-        return np.concatenate((self.codes, self.reverse_codes))
+        reads and the SAM text take. Made once a chunk, where it is first needed (a worker
+        process, not the reader), the reverse complement written straight into its half (not
+        made apart and copied in), and not sent between processes."""
+        both = np.empty(2 * len(self.codes), dtype=np.uint8)
+        both[: len(self.codes)] = self.codes
+        reverse_complement(self.codes, self.offsets, out=both[len(self.codes) :])
+        return both
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -69,21 +74,24 @@ class ReadChunk:
         return self.names[self.name_offsets[i] : self.name_offsets[i + 1]].tobytes().decode("ascii", "replace")
 
 
-def reverse_complement(codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The reverse complement of every read of ``codes`` (uint8, reads at ``offsets``), same offsets."""
+def reverse_complement(codes: np.ndarray, offsets: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The reverse complement of every read of ``codes`` (uint8, reads at ``offsets``), same
+    offsets; written into ``out`` (as long as ``codes``) when given."""
     lengths = np.diff(offsets)
+    out = np.empty_like(codes) if out is None else out
     if len(codes) == 0:
-        return codes.copy()
+        return out
+    # Complement: code ^ 3 swaps A<->T and C<->G; 4 ^ 3 = 7, brought back to 4 by the minimum.
     if np.all(lengths == lengths[0]):
-        # Reads of one length (the usual case): a 2-D view reversed along its rows.
-        reverse = codes.reshape(len(lengths), -1)[:, ::-1].reshape(-1)
+        # Reads of one length (the usual case): a 2-D view reversed along its rows, complemented
+        # straight into ``out``.
+        rows = len(lengths)
+        np.bitwise_xor(codes.reshape(rows, -1)[:, ::-1], np.uint8(3), out=out.reshape(rows, -1))
     else:
         # Position p of read i comes from position offsets[i] + offsets[i+1] - 1 - (p - offsets[i]).
         mirror = np.repeat(offsets[:-1] + offsets[1:] - 1, lengths)
-        reverse = codes[mirror - np.arange(len(codes), dtype=np.int64)]
-    # Complement: code ^ 3 swaps A<->T and C<->G; 4 ^ 3 = 7, brought back to 4 by the minimum.
-    complement = np.bitwise_xor(reverse, np.uint8(3))
-    return np.minimum(complement, np.uint8(AMBIGUOUS), out=complement)
+        np.bitwise_xor(codes[mirror - np.arange(len(codes), dtype=np.int64)], np.uint8(3), out=out)
+    return np.minimum(out, np.uint8(AMBIGUOUS), out=out)
 
 
 # --------------------------------------------------------------------------------------- parsing
