@@ -483,19 +483,17 @@ def make_buffer(context, flags, size: int = 0, hostbuf=None):
     return _opencl().Buffer(context, flags, size=size, hostbuf=hostbuf)
 
 
-def filled_buffer(device, hostbuf: np.ndarray, flags=None):
-    """A buffer of ``device`` (a DeviceContext) holding ``hostbuf``'s bytes, read-only unless
-    ``flags`` say otherwise: made empty, then filled by one blocking copy. NVIDIA's driver copies
-    a host pointer given at creation (COPY_HOST_PTR) from pageable memory at 1.7 GB/s, and a copy
-    into a made buffer at 8.8 GB/s (H200, 1 and 3 GiB mapped from the page cache; see
+def filled_buffer(device, hostbuf: np.ndarray):
+    """A read-only buffer of ``device`` (a DeviceContext) holding ``hostbuf``'s bytes: made
+    empty, then filled by one blocking copy. NVIDIA's driver copies a host pointer given at
+    creation (COPY_HOST_PTR) from pageable memory at 1.7 GB/s, and a copy into a made buffer at 8.8 GB/s (H200, 1 and 3 GiB mapped from the page cache; see
     bench/RESULTS.md, session 24): the index's upload, which a run's first chunk waits for. A
     device owner's client (a remote context) sends the bytes with the buffer's creation."""
     cl = _opencl()
-    flags = cl.mem_flags.READ_ONLY if flags is None else flags
     context = device.context
     if getattr(context, "is_remote", False):
-        return context.buffer(flags | cl.mem_flags.COPY_HOST_PTR, 0, hostbuf)
-    buffer = cl.Buffer(context, flags, size=hostbuf.nbytes)
+        return context.buffer(cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, 0, hostbuf)
+    buffer = cl.Buffer(context, cl.mem_flags.READ_ONLY, size=hostbuf.nbytes)
     cl.enqueue_copy(device.queue(), buffer, hostbuf, is_blocking=True)
     return buffer
 
