@@ -23,7 +23,9 @@ def lexsort(keys) -> np.ndarray:
     """``np.lexsort(keys)``: the order by the last key, then the one before it, ...; ties keep
     their order. Where the keys' ranges (integers or booleans) fit in 63 bits together, one
     stable argsort of a packed int64 key, several times faster than NumPy's lexsort (3 keys of
-    30,000 rows: 2.9 ms against under 1); else NumPy's."""
+    30,000 rows: 2.9 ms against under 1); else NumPy's. A packed key of at most 16 bits is sorted
+    as uint16, which NumPy sorts stably by radix: 150,000 rows 0.9 ms against 7-10 ms as int64
+    (the sort of every Smith-Waterman call's pairs by length was 2% of a host worker)."""
     keys = [np.asarray(key) for key in keys]
     if len(keys) == 0 or len(keys[0]) < 2:
         return np.lexsort(keys) if keys else np.zeros(0, dtype=np.intp)
@@ -45,6 +47,8 @@ def lexsort(keys) -> np.ndarray:
                 field = key.astype(np.int64) - np.int64(low)
             packed |= field << shift if shift else field
             shift += width
+    if shift <= 16:
+        packed = packed.astype(np.uint16)
     return np.argsort(packed, kind="stable")
 
 
