@@ -81,7 +81,7 @@ def reverse_complement(codes: np.ndarray, offsets: np.ndarray, out: np.ndarray |
     out = np.empty_like(codes) if out is None else out
     if len(codes) == 0:
         return out
-    # Complement: code ^ 3 swaps A<->T and C<->G; 4 ^ 3 = 7, brought back to 4 by the minimum.
+    # Complement: code ^ 3 swaps A<->T and C<->G; 4 ^ 3 = 7, brought back to 4 below.
     if np.all(lengths == lengths[0]):
         # Reads of one length (the usual case): a 2-D view reversed along its rows, complemented
         # straight into ``out``.
@@ -91,7 +91,11 @@ def reverse_complement(codes: np.ndarray, offsets: np.ndarray, out: np.ndarray |
         # Position p of read i comes from position offsets[i] + offsets[i+1] - 1 - (p - offsets[i]).
         mirror = np.repeat(offsets[:-1] + offsets[1:] - 1, lengths)
         np.bitwise_xor(codes[mirror - np.arange(len(codes), dtype=np.int64)], np.uint8(3), out=out)
-    return np.minimum(out, np.uint8(AMBIGUOUS), out=out)
+    if int(codes.max()) > 3:
+        # Only the Ns' bytes: NumPy's minimum with a scalar does not vectorise on uint8, and took
+        # as long as the rest (1.4 ms for 28 k reads of 150 bp, against 0.2 ms).
+        out[np.flatnonzero(out > 3)] = AMBIGUOUS
+    return out
 
 
 # --------------------------------------------------------------------------------------- parsing
