@@ -416,10 +416,8 @@ class SmithWaterman:
             return results[0], results[1], results[2]
         longest_read, longest_window = int(pairs.m[0]), int(pairs.n.max())
         sequences = self._upload_sequences(pairs)
-        launched = np.zeros((3, count), dtype=np.int32)
         if self.packed_scores and self.scoring.fits_packed_lanes(longest_read, longest_window):
-            self._best_twins(pairs, sequences, launched)
-            results[:, pairs.order] = launched
+            self._best_twins(pairs, sequences, results)
             return results[0], results[1], results[2]
         wide = self.scoring.needs_wide_scores(longest_read, longest_window)
         kernel, group = self._kernel("sw_score", wide, pairs.window_codes)
@@ -442,12 +440,11 @@ class SmithWaterman:
             reads.add(parts[-1][0], output)
         reads.wait()  # one synchronisation for every launch
         for part, slots in parts:
-            launched[:, slots] = part
-        results[:, pairs.order] = launched
+            results[:, pairs.order[slots]] = part
         return results[0], results[1], results[2]
 
-    def _best_twins(self, pairs: _Pairs, sequences, launched: np.ndarray) -> None:
-        """:meth:`best` by ``sw_score_twins``: fills ``launched`` (3 x pairs, launch order)."""
+    def _best_twins(self, pairs: _Pairs, sequences, results: np.ndarray) -> None:
+        """:meth:`best` by ``sw_score_twins``: fills ``results`` (3 x pairs, the caller's order)."""
         kernel, group = self._kernel("sw_score_twins", False, pairs.window_codes)
         first, second = twins(pairs.m)
         self._m = pairs.m[first]
@@ -468,7 +465,9 @@ class SmithWaterman:
             reads.add(parts[-1][0], output)
         reads.wait()  # one synchronisation for every launch
         for part, slots in parts:
-            launched[:, slots] = part  # a pair twinned with itself writes its result twice
+            # Straight to the caller's order (one scatter, not two); a pair twinned with itself
+            # writes its result twice.
+            results[:, pairs.order[slots]] = part
 
     def traceback(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
         """Best alignment of every pair with its CIGAR:
