@@ -201,7 +201,9 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
         clear = ~overlapping(near_start, near_end, start[read], end[read])
         clear_rank = np.zeros(len(found), dtype=np.int64)
         clear_rank[clear] = run_ranks(read[clear])
-        split_candidates = found[clear & (clear_rank < SPLIT_CANDIDATES) & ~np.isin(found, alternatives.window)]
+        alternative_window = np.zeros(len(windows), dtype=bool)  # (a mask: np.isin sorted both)
+        alternative_window[alternatives.window] = True
+        split_candidates = found[clear & (clear_rank < SPLIT_CANDIDATES) & ~alternative_window[found]]
     traced = join_traced(alternatives, extender.trace(windows, split_candidates))
     alternative = np.arange(len(traced.window)) < len(alternatives.window)
     window = traced.window
