@@ -51,6 +51,28 @@ def test_seeds_follow_the_bowtie2_interval():
     assert interval == 19  # floor(1 + 1.15 * sqrt(250))
 
 
+@pytest.mark.parametrize("length", [19, 20, 21, 31, 150, 151])
+def test_seeds_of_reads_of_one_length_follow_their_definition(length):
+    """Reads of one length (extract_seeds tiles one read's offsets), from an offset ``first``,
+    every ``interval`` bases, only the reads in a mask: each read's seeds start at first,
+    first + interval, ... and one more ends at its last base."""
+    rng = np.random.default_rng(length)
+    options = SeedOptions(seed_length=20)
+    count = 37
+    offsets = np.arange(count + 1, dtype=np.int64) * length
+    codes = rng.integers(0, 4, offsets[-1]).astype(np.uint8)
+    for first, only, interval in ((None, None, None), (np.full(count, 3), None, 7), (None, np.ones(count, bool), 1),
+                                  (np.full(count, 5), rng.random(count) < 0.5, None), (rng.integers(0, 4, count), None, 4)):
+        seeds = extract_seeds(codes, codes, offsets, options, first=first, only=only, interval=interval)
+        step = interval if interval is not None else int(1 + 1.15 * length**0.5)
+        for read in range(count):
+            start = 0 if first is None else int(first[read])
+            expected = list(range(start, length - 20 + 1, step)) if (only is None or only[read]) and length - start >= 20 else []
+            if expected and expected[-1] != length - 20:
+                expected.append(length - 20)
+            assert seeds.within[seeds.seed_first[read] : seeds.seed_first[read + 1]].tolist() == expected
+
+
 class ReferenceSearcher:
     """The NumPy references behind the FMSearch interface."""
 
