@@ -34,7 +34,17 @@
  *
  * Compile-time constants: MARGIN, LIMIT, SHIFT (the index's longest read), CONTIGS, HOLES,
  * OFFSET_BITS, DIAGONAL_SPAN (text length + SHIFT + 1), MASK_WORDS
- * (32-bit words of the offset bit set: read offsets < 32 * MASK_WORDS).
+ * (32-bit words of the offset bit set: read offsets < 32 * MASK_WORDS), GROUP_KEYS (keys a work-group
+ * of seed_windows_grouped sorts in local memory).
+ *
+ * Two kernels, one result. seed_windows: a work-item a read, its keys heap-sorted in global
+ * memory (where a CPU's caches serve it). seed_windows_grouped: a work-group a read, for GPUs,
+ * whose work-items heap-sorting each its own keys in global memory wait on scattered loads: the
+ * group makes the read's keys side by side in local memory (a filtered hit's key is a sentinel,
+ * above every key, that sorts last), bitonic-sorts them there, writes them back in order, and its
+ * first work-item makes the windows from them as seed_windows does. A read with more hits than
+ * GROUP_KEYS takes seed_windows' path on the group's first work-item. A key never equals the
+ * sentinel ULONG_MAX: DeviceWindows.fits keeps keys under 2^64 and a read offset under 2^OFFSET_BITS - 1.
  */
 
 #define REVERSE_BIT 0x80000000u
@@ -129,6 +139,19 @@ inline int best_unpicked(__global const uint *meta, uint windows, uint strand)
     return best;
 }
 
+/* The key of hit h of a round (ULONG_MAX when the hit is dropped: see round_keys). */
+inline ulong hit_key(__global const uint *hit_position, __global const uint *hit_tag, uint h, __global const uint *contig_starts,
+                     __global const uint *contig_ends, __global const uint *hole_starts, __global const uint *hole_ends)
+{
+    uint position = hit_position[h], tag = hit_tag[h];
+    uint offset = tag >> 7, contig = contig_of(contig_starts, position);
+    if (!span_is_clean(contig_ends, contig, hole_starts, hole_ends, position, (ulong)position + ((tag >> 1) & 63u)))
+        return ULONG_MAX;
+    ulong group = (ulong)(tag & 1u) * CONTIGS + contig;
+    ulong diagonal = (ulong)position + SHIFT - offset; /* diagonal + SHIFT >= 0 */
+    return ((group * DIAGONAL_SPAN + diagonal) << OFFSET_BITS) | offset;
+}
+
 /* Keys of read r's hits of one round, from key[hits] on; returns the new count of keys. */
 inline uint round_keys(__global const uint *first, __global const uint *hit_position, __global const uint *hit_tag,
                        uint r, __global const uint *contig_starts, __global const uint *contig_ends,
@@ -136,38 +159,20 @@ inline uint round_keys(__global const uint *first, __global const uint *hit_posi
 {
     uint from = first[r], to = first[r + 1];
     for (uint h = from; h < to; ++h) {
-        uint position = hit_position[h], tag = hit_tag[h];
-        uint offset = tag >> 7, contig = contig_of(contig_starts, position);
-        if (!span_is_clean(contig_ends, contig, hole_starts, hole_ends, position, (ulong)position + ((tag >> 1) & 63u)))
-            continue;
-        ulong group = (ulong)(tag & 1u) * CONTIGS + contig;
-        ulong diagonal = (ulong)position + SHIFT - offset; /* diagonal + SHIFT >= 0 */
-        key[hits++] = ((group * DIAGONAL_SPAN + diagonal) << OFFSET_BITS) | offset;
+        ulong k = hit_key(hit_position, hit_tag, h, contig_starts, contig_ends, hole_starts, hole_ends);
+        if (k != ULONG_MAX)
+            key[hits++] = k;
     }
     return hits;
 }
 
-__kernel void seed_windows(
-    __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0,
-    __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1,
-    __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources,
-    __global const uchar *only, uint filtered, __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
-    __global const uint *hole_starts, __global const uint *hole_ends, uint reads,
-    __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
-    __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
+/* Read r's windows from its `hits` keys, sorted, at `key` (its slots from `first` on in the
+ * scratch arrays): steps 2 and 3 above, and the outputs. */
+inline void make_windows(__global const ulong *key, uint hits, uint r, uint first, __global const uint *read_lengths,
+                         __global const uint *contig_starts, __global const uint *contig_ends,
+                         __global uint *window_start, __global uint *window_end, __global uint *window_meta,
+                         __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
 {
-    uint r = get_global_id(0);
-    if (r >= reads || (filtered && !only[r]))
-        return;
-    uint first = first_0[r] + (sources > 1 ? first_1[r] : 0) + (sources > 2 ? first_2[r] : 0);
-    __global ulong *key = keys + first;
-    uint hits = round_keys(first_0, position_0, tag_0, r, contig_starts, contig_ends, hole_starts, hole_ends, key, 0);
-    if (sources > 1)
-        hits = round_keys(first_1, position_1, tag_1, r, contig_starts, contig_ends, hole_starts, hole_ends, key, hits);
-    if (sources > 2)
-        hits = round_keys(first_2, position_2, tag_2, r, contig_starts, contig_ends, hole_starts, hole_ends, key, hits);
-    heap_sort(key, hits);
-
     long length = read_lengths[r];
     __global uint *w_start = window_start + first, *w_end = window_end + first, *w_meta = window_meta + first;
     uint windows = 0;
@@ -241,4 +246,113 @@ __kernel void seed_windows(
         ++kept;
     }
     counts[r] = kept;
+}
+
+/* Read r's windows, one work-item: its keys made and heap-sorted in global memory. */
+inline void windows_of_read(
+    __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0,
+    __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1,
+    __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources,
+    __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
+    __global const uint *hole_starts, __global const uint *hole_ends, uint r, uint first,
+    __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
+    __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
+{
+    __global ulong *key = keys + first;
+    uint hits = round_keys(first_0, position_0, tag_0, r, contig_starts, contig_ends, hole_starts, hole_ends, key, 0);
+    if (sources > 1)
+        hits = round_keys(first_1, position_1, tag_1, r, contig_starts, contig_ends, hole_starts, hole_ends, key, hits);
+    if (sources > 2)
+        hits = round_keys(first_2, position_2, tag_2, r, contig_starts, contig_ends, hole_starts, hole_ends, key, hits);
+    heap_sort(key, hits);
+    make_windows(key, hits, r, first, read_lengths, contig_starts, contig_ends, window_start, window_end, window_meta, counts,
+                 out_start, out_end, out_meta);
+}
+
+__kernel void seed_windows(
+    __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0,
+    __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1,
+    __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources,
+    __global const uchar *only, uint filtered, __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
+    __global const uint *hole_starts, __global const uint *hole_ends, uint reads,
+    __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
+    __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
+{
+    uint r = get_global_id(0);
+    if (r >= reads || (filtered && !only[r]))
+        return;
+    uint first = first_0[r] + (sources > 1 ? first_1[r] : 0) + (sources > 2 ? first_2[r] : 0);
+    windows_of_read(first_0, position_0, tag_0, first_1, position_1, tag_1, first_2, position_2, tag_2, sources, read_lengths,
+                    contig_starts, contig_ends, hole_starts, hole_ends, r, first, keys, window_start, window_end, window_meta, counts,
+                    out_start, out_end, out_meta);
+}
+
+/* seed_windows with a work-group a read (see the header): global size reads x local size. */
+__kernel void seed_windows_grouped(
+    __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0,
+    __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1,
+    __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources,
+    __global const uchar *only, uint filtered, __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
+    __global const uint *hole_starts, __global const uint *hole_ends, uint reads,
+    __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
+    __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta,
+    __local ulong *sorted)
+{
+    uint r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
+    if (r >= reads || (filtered && !only[r]))
+        return; /* the whole group: no barrier is left waiting */
+    uint from_0 = first_0[r], from_1 = sources > 1 ? first_1[r] : 0, from_2 = sources > 2 ? first_2[r] : 0;
+    uint first = from_0 + from_1 + from_2;
+    uint count_0 = first_0[r + 1] - from_0;
+    uint count_1 = sources > 1 ? first_1[r + 1] - from_1 : 0;
+    uint count_2 = sources > 2 ? first_2[r + 1] - from_2 : 0;
+    uint raw = count_0 + count_1 + count_2;
+    __global ulong *key = keys + first;
+    if (raw > GROUP_KEYS) { /* too many for local memory: seed_windows' way, on one work-item */
+        if (lid == 0)
+            windows_of_read(first_0, position_0, tag_0, first_1, position_1, tag_1, first_2, position_2, tag_2, sources, read_lengths,
+                            contig_starts, contig_ends, hole_starts, hole_ends, r, first, keys, window_start, window_end, window_meta,
+                            counts, out_start, out_end, out_meta);
+        return;
+    }
+    uint padded = 1;
+    while (padded < raw)
+        padded <<= 1;
+    for (uint i = lid; i < padded; i += size) {
+        ulong k = ULONG_MAX;
+        if (i < count_0)
+            k = hit_key(position_0, tag_0, from_0 + i, contig_starts, contig_ends, hole_starts, hole_ends);
+        else if (i < count_0 + count_1)
+            k = hit_key(position_1, tag_1, from_1 + i - count_0, contig_starts, contig_ends, hole_starts, hole_ends);
+        else if (i < raw)
+            k = hit_key(position_2, tag_2, from_2 + i - count_0 - count_1, contig_starts, contig_ends, hole_starts, hole_ends);
+        sorted[i] = k;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    /* Bitonic sort, ascending: the sentinels (dropped hits, padding) last. */
+    for (uint run = 2; run <= padded; run <<= 1) {
+        for (uint step = run >> 1; step > 0; step >>= 1) {
+            for (uint i = lid; i < padded; i += size) {
+                uint partner = i ^ step;
+                if (partner > i) {
+                    ulong a = sorted[i], b = sorted[partner];
+                    if ((a > b) == ((i & run) == 0)) {
+                        sorted[i] = b;
+                        sorted[partner] = a;
+                    }
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+    for (uint i = lid; i < raw; i += size)
+        key[i] = sorted[i];
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0) {
+        uint hits = raw;
+        while (hits > 0 && sorted[hits - 1] == ULONG_MAX)
+            --hits;
+        make_windows(key, hits, r, first, read_lengths, contig_starts, contig_ends, window_start, window_end, window_meta, counts,
+                     out_start, out_end, out_meta);
+    }
 }

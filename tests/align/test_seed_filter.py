@@ -175,8 +175,11 @@ def random_hits(rng, index, reads, lengths, per_read_high):
 
 
 @pytest.mark.parametrize("limit, margin", [(16, 32), (1, 32), (2, 5), (5, 0), (7, 100)])
-def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin):
-    from bowmap.align.seed.filter import Windows
+@pytest.mark.parametrize("grouped, group_keys", [(False, 1024), (True, 1024), (True, 16)])
+def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin, grouped, group_keys):
+    """Both kernels (a work-item a read; a work-group a read, its keys sorted in local memory, and
+    with 16 keys of room, most reads too many for it) against the host reference."""
+    from bowmap.align.seed.filter import DeviceWindows, Windows
 
     rng = np.random.default_rng(limit * 1000 + margin)
     holed = codes_to_text(random_genome(rng, 5_123))
@@ -187,6 +190,7 @@ def test_device_windows_equal_the_host_reference(tmp_path, device, limit, margin
     on_device = SeedFilter(index, [], FMSearch(device), options)
     on_host = SeedFilter(index, [], FMSearch(device), options, windows_on_device=False)
     assert on_device.device_windows is not None and on_host.device_windows is None
+    on_device.device_windows = DeviceWindows(on_device.searcher.device, on_device.searcher.queue, index, options, grouped, group_keys)
     for reads, high in ((1, 1), (1, 900), (37, 3), (257, 60), (1000, 12)):
         lengths = rng.integers(16, 301, reads)
         lengths[0] = 300

@@ -321,6 +321,9 @@ class SeedFilter:
 # The kernel counts a window's distinct read offsets in a bit set of the index's longest read
 # held by each work-item (private memory): beyond this the host path is used instead.
 DEVICE_WINDOWS_LONGEST_READ = 4096
+# seed_windows_grouped (GPUs): keys a work-group sorts in local memory (8 bytes each; a power of
+# two, since the sort pads to one); a read with more hits is done as seed_windows does it.
+GROUP_KEYS = 1024
 
 
 class DeviceWindows:
@@ -328,29 +331,35 @@ class DeviceWindows:
     then the best ``windows_per_read``) run on the device, one work-item a read, over up to three
     rounds of hits, each either on the device already (:class:`DeviceHits`) or a tuple of host
     arrays (:meth:`SeedFilter._hits`), which is grouped by read and sent. Equal to the
-    reference window for window (tests compare them). :meth:`run` leaves a call's windows on the
+    reference window for window (tests compare them). On a GPU (or with ``grouped``) a work-group
+    a read sorts its keys in local memory (``seed_windows_grouped``; see the kernel's header). :meth:`run` leaves a call's windows on the
     device and brings back their weights only; :meth:`fetch` brings the windows.
 
     The kernel packs (strand, contig, diagonal, read offset) into one 64-bit sort key and keeps
     text positions in 32 bits: :meth:`fits` says whether an index allows that (a 4 Gbp text with
     thousands of contigs does)."""
 
-    def __init__(self, device, queue, index: FMIndex, options: SeedOptions):
+    def __init__(self, device, queue, index: FMIndex, options: SeedOptions, grouped: bool | None = None, group_keys: int = GROUP_KEYS):
         import pyopencl as cl
 
         from bowmap.runtime.devices import ReusedBuffer, make_buffer, make_kernel, work_group_size
 
+        if group_keys < 1 or group_keys & (group_keys - 1):
+            raise ValueError(f"group_keys must be a power of two, not {group_keys}")
         self.device = device
         self.queue = queue
         self.limit = options.windows_per_read
         self.longest_read = index.max_read_length
-        constants = _window_constants(index, options)
+        self.grouped = device.info.is_gpu if grouped is None else grouped
+        self.group_keys = group_keys
+        constants = {**_window_constants(index, options), "GROUP_KEYS": group_keys}
         # DIAGONAL_SPAN exceeds 32 bits for large texts: an unsigned long literal.
         program = device.program("align/seed_windows.cl", tuple(
             f"-D{name}={value}{'ul' if name == 'DIAGONAL_SPAN' else ''}" for name, value in constants.items()
         ))
-        self._kernel = make_kernel(program, "seed_windows")
-        self._group = work_group_size(self._kernel, device, wavefronts=2)
+        self._kernel = make_kernel(program, "seed_windows_grouped" if self.grouped else "seed_windows")
+        # Grouped: one wavefront a read (its sort's steps are barriers apart); else two wavefronts of reads.
+        self._group = work_group_size(self._kernel, device, wavefronts=1 if self.grouped else 2)
         mf = cl.mem_flags
         context = device.context
         flags = mf.READ_ONLY | mf.COPY_HOST_PTR
@@ -392,6 +401,8 @@ class DeviceWindows:
         windows' count and weights of each read, and only with ``fetch`` the windows themselves
         (in the same synchronisation; else :meth:`fetch` reads them). With ``only`` (a mask of the
         reads), the other reads keep the windows of the latest run."""
+        import pyopencl as cl
+
         from bowmap.runtime.deferred import DeferredReads
 
         count = len(lengths)
@@ -414,12 +425,13 @@ class DeviceWindows:
             raise ValueError("a round of hits on the device was made for another number of reads")
         mask = self._only.upload(self.queue, np.ascontiguousarray(only if only is not None else np.ones(1, bool), dtype=np.uint8))
         if count:
-            global_size = -(-count // self._group) * self._group
+            global_size = count * self._group if self.grouped else -(-count // self._group) * self._group
+            local = (cl.LocalMemory(8 * self.group_keys),) if self.grouped else ()
             sources = [buffer for hits in rounds for buffer in (hits.first, hits.positions, hits.tags)]
             sources += sources[:3] * (MAX_ROUNDS - len(rounds))  # not read: any buffers will do
             self._kernel(
                 self.queue, (global_size,), (self._group,), *sources, np.uint32(len(rounds)), mask, np.uint32(only is not None), length_buffer,
-                self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs,
+                self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs, *local,
             )
             reads = DeferredReads(self.queue)
             reads.add(window_count, outputs[0])
