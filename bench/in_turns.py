@@ -5,8 +5,10 @@ to machine and by 0.2 s from run to run (bench/RESULTS.md, sessions 20-22).
 Each round runs every input with every tree, the trees' order reversed every other round, SAM to
 a file that is then hashed (md5 of its lines but @PG) and removed. The table gives each input and
 tree its whole seconds, round by round, their median, the first chunk's time on the run's own
-clock (its log), and the md5s: a change that must not alter the output shows one md5 a row
-pair. A tree is a checkout (``git archive`` of a main before a change, or this one) run with
+clock (its log), the CPU seconds of the whole process tree (reader, owner, host workers: their
+user and system time, from the children's rusage), and the md5s: a change that must not alter
+the output shows one md5 a row pair. The CPU column moves less than the wall time from run to
+run, so it shows a change to the host work a read that whole seconds hide. A tree is a checkout (``git archive`` of a main before a change, or this one) run with
 ``PYTHONPATH`` set to it and the caller's path.
 
 On the GPU machine, with bench/paired_end.py's chr20 data (prev: `git archive` of the main before):
@@ -23,6 +25,7 @@ import argparse
 import hashlib
 import os
 import re
+import resource
 import shlex
 import statistics
 import subprocess
@@ -48,19 +51,26 @@ def sam_md5(path: Path) -> str:
     return digest.hexdigest()[:10]
 
 
-def run_once(tree: Path, index: str, files: list[str], out: Path, args) -> tuple[float, str, str]:
-    """One whole command of ``tree``: (seconds, md5 of its SAM, first chunk's time or '-')."""
+def children_cpu() -> float:
+    """User and system seconds of this process's waited-for descendants so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(tree: Path, index: str, files: list[str], out: Path, args) -> tuple[float, str, str, float]:
+    """One whole command of ``tree``: (seconds, md5 of its SAM, first chunk's time or '-', CPU
+    seconds of its process tree)."""
     command = [sys.executable, "-m", "bowmap", "align", index, *files, "-o", str(out), "--no-progress",
                *(["--devices", args.devices] if args.devices else []), *shlex.split(args.align_args)]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run(command, cwd=tree, env=tree_environment(tree), capture_output=True, text=True, check=False)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, children_cpu() - cpu
     if done.returncode:
         raise SystemExit(f"in_turns: {tree}: bowmap align failed (exit {done.returncode}):\n{done.stderr.strip()}")
     first = FIRST_CHUNK.search(done.stderr)
     md5 = sam_md5(out)
     out.unlink()
-    return seconds, md5, first.group(1) if first else "-"
+    return seconds, md5, first.group(1) if first else "-", cpu
 
 
 def main(argv=None) -> int:
@@ -90,7 +100,7 @@ def main(argv=None) -> int:
         if not Path(index + ".bmi").exists():
             subprocess.run([sys.executable, "-m", "bowmap", "-q", "index", str(DATA / "lambda_virus.fa"), index], check=True,
                            env=tree_environment(ROOT))
-    results: dict[tuple[str, str], list[tuple[float, str, str]]] = {}
+    results: dict[tuple[str, str], list[tuple[float, str, str, float]]] = {}
     with tempfile.TemporaryDirectory(dir=args.work) as work:
         out = Path(work) / "out.sam"
         if args.warm_up:
@@ -101,11 +111,13 @@ def main(argv=None) -> int:
             for label, files in inputs:
                 for name, tree in order:
                     results.setdefault((label, name), []).append(run_once(tree, index, files, out, args))
-    print(f"{'input':14} {'tree':8} {'median s':>8}  whole s by round (first chunk written, run's clock)  md5")
+    print(f"{'input':14} {'tree':8} {'median s':>8} {'CPU s':>7}  whole s by round (first chunk written, run's clock; CPU s)  md5")
     for (label, name), runs in results.items():
-        rounds = "  ".join(f"{seconds:.2f} ({first})" for seconds, _, first in runs)
-        md5s = ",".join(sorted({md5 for _, md5, _ in runs}))
-        print(f"{label:14} {name:8} {statistics.median(seconds for seconds, _, _ in runs):8.2f}  {rounds}  {md5s}")
+        rounds = "  ".join(f"{seconds:.2f} ({first}; {cpu:.1f})" for seconds, _, first, cpu in runs)
+        md5s = ",".join(sorted({md5 for _, md5, _, _ in runs}))
+        median_seconds = statistics.median(run[0] for run in runs)
+        median_cpu = statistics.median(run[3] for run in runs)
+        print(f"{label:14} {name:8} {median_seconds:8.2f} {median_cpu:7.1f}  {rounds}  {md5s}")
     return 0
 
 

@@ -26,3 +26,4 @@ def test_smoke_two_names_for_this_checkout_give_one_md5(tmp_path):
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()[1:]]
     assert [row[2] for row in rows] == ["a", "b"] and rows[0][-1] == rows[1][-1] and len(rows[0][-1]) == 10
+    assert all(float(row[4]) > 0 for row in rows)  # the process tree's CPU seconds
