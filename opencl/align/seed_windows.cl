@@ -269,14 +269,17 @@ inline void windows_of_read(
                  out_start, out_end, out_meta);
 }
 
-__kernel void seed_windows(
-    __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0,
-    __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1,
-    __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources,
-    __global const uchar *only, uint filtered, __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
-    __global const uint *hole_starts, __global const uint *hole_ends, uint reads,
-    __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
-    __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
+/* The parameters of both kernels (the grouped one adds its local memory). */
+#define SEED_WINDOWS_PARAMETERS \
+    __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0, \
+    __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1, \
+    __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources, \
+    __global const uchar *only, uint filtered, __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends, \
+    __global const uint *hole_starts, __global const uint *hole_ends, uint reads, \
+    __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta, \
+    __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta
+
+__kernel void seed_windows(SEED_WINDOWS_PARAMETERS)
 {
     uint r = get_global_id(0);
     if (r >= reads || (filtered && !only[r]))
@@ -288,15 +291,7 @@ __kernel void seed_windows(
 }
 
 /* seed_windows with a work-group a read (see the header): global size reads x local size. */
-__kernel void seed_windows_grouped(
-    __global const uint *first_0, __global const uint *position_0, __global const uint *tag_0,
-    __global const uint *first_1, __global const uint *position_1, __global const uint *tag_1,
-    __global const uint *first_2, __global const uint *position_2, __global const uint *tag_2, uint sources,
-    __global const uchar *only, uint filtered, __global const uint *read_lengths, __global const uint *contig_starts, __global const uint *contig_ends,
-    __global const uint *hole_starts, __global const uint *hole_ends, uint reads,
-    __global ulong *keys, __global uint *window_start, __global uint *window_end, __global uint *window_meta,
-    __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta,
-    __local ulong *sorted)
+__kernel void seed_windows_grouped(SEED_WINDOWS_PARAMETERS, __local ulong *sorted)
 {
     uint r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
     if (r >= reads || (filtered && !only[r]))
