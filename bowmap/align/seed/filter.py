@@ -328,12 +328,13 @@ GROUP_KEYS = 1024
 
 class DeviceWindows:
     """Owner of ``opencl/align/seed_windows.cl``: :meth:`SeedFilter._merge_on_host` (hits -> windows,
-    then the best ``windows_per_read``) run on the device, one work-item a read, over up to three
-    rounds of hits, each either on the device already (:class:`DeviceHits`) or a tuple of host
-    arrays (:meth:`SeedFilter._hits`), which is grouped by read and sent. Equal to the
-    reference window for window (tests compare them). On a GPU (or with ``grouped``) a work-group
-    a read sorts its keys in local memory (``seed_windows_grouped``; see the kernel's header). :meth:`run` leaves a call's windows on the
-    device and brings back their weights only; :meth:`fetch` brings the windows.
+    then the best ``windows_per_read``) run on the device over up to three rounds of hits, each
+    either on the device already (:class:`DeviceHits`) or a tuple of host arrays
+    (:meth:`SeedFilter._hits`), which is grouped by read and sent. Equal to the reference window
+    for window (tests compare them). A work-item a read (``seed_windows``), or on a GPU (or with
+    ``grouped``) a work-group a read that sorts its keys in local memory
+    (``seed_windows_grouped``; see the kernel's header). :meth:`run` leaves a call's windows on
+    the device and brings back their weights only; :meth:`fetch` brings the windows.
 
     The kernel packs (strand, contig, diagonal, read offset) into one 64-bit sort key and keeps
     text positions in 32 bits: :meth:`fits` says whether an index allows that (a 4 Gbp text with
