@@ -109,28 +109,30 @@ def _check_names(first: Batch, second: Batch, describe) -> None:
 
 
 def _interleave(first: Batch, second: Batch) -> Batch:
-    """One batch of the reads of ``first`` and ``second`` alternating (first[0], second[0], ...)."""
-    joined = concatenate_batches([first, second])
+    """One batch of the reads of ``first`` and ``second`` alternating (first[0], second[0], ...),
+    each field written once into its place (joining the two batches first copied every byte
+    twice)."""
     count = first.count
-    order = np.empty(2 * count, dtype=np.int64)
-    order[0::2] = np.arange(count)
-    order[1::2] = count + np.arange(count)
 
-    def gathered(offsets, values):
-        lengths = np.diff(offsets)
-        new_offsets = np.concatenate(([0], np.cumsum(lengths[order])))
-        first_length, second_length = lengths[:1], lengths[count : count + 1]
-        if count and (lengths[:count] == first_length).all() and (lengths[count:] == second_length).all():
+    def gathered(one_offsets, one, two_offsets, two):
+        one_lengths, two_lengths = np.diff(one_offsets), np.diff(two_offsets)
+        lengths = np.empty(2 * count, dtype=np.int64)
+        lengths[0::2], lengths[1::2] = one_lengths, two_lengths
+        offsets = np.zeros(2 * count + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        one, two = one[int(one_offsets[0]) : int(one_offsets[-1])], two[int(two_offsets[0]) : int(two_offsets[-1])]
+        if count and (one_lengths == one_lengths[0]).all() and (two_lengths == two_lengths[0]).all():
             # Every mate of a file as long as the others (reads straight from a sequencer): the
             # two files' rows side by side, no index an element.
-            split = int(offsets[count])
-            rows = (values[int(offsets[0]) : split].reshape(count, -1), values[split : int(offsets[-1])].reshape(count, -1))
-            return np.concatenate(rows, axis=1).reshape(-1), new_offsets
-        return values[segment_ranges(offsets[:-1][order], lengths[order])], new_offsets
+            return np.concatenate((one.reshape(count, -1), two.reshape(count, -1)), axis=1).reshape(-1), offsets
+        values = np.empty(int(offsets[-1]), dtype=one.dtype)
+        values[segment_ranges(offsets[:-1:2], one_lengths)] = one
+        values[segment_ranges(offsets[1::2], two_lengths)] = two
+        return values, offsets
 
-    names, name_offsets = gathered(joined.name_offsets, joined.names)
-    codes, offsets = gathered(joined.offsets, joined.codes)
-    qualities = None if joined.qualities is None else gathered(joined.offsets, joined.qualities)[0]
+    names, name_offsets = gathered(first.name_offsets, first.names, second.name_offsets, second.names)
+    codes, offsets = gathered(first.offsets, first.codes, second.offsets, second.codes)
+    qualities = None if first.qualities is None else gathered(first.offsets, first.qualities, second.offsets, second.qualities)[0]
     return Batch(names, name_offsets, codes, offsets, qualities)
 
 
