@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import re
 import resource
 import shlex

@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import re
 import shlex
 import statistics
