@@ -352,15 +352,16 @@ class DeviceWindows:
         self.limit = options.windows_per_read
         self.longest_read = index.max_read_length
         self.grouped = device.info.is_gpu if grouped is None else grouped
-        self.group_keys = group_keys
         constants = {**_window_constants(index, options), "GROUP_KEYS": group_keys}
         # DIAGONAL_SPAN exceeds 32 bits for large texts: an unsigned long literal.
         program = device.program("align/seed_windows.cl", tuple(
             f"-D{name}={value}{'ul' if name == 'DIAGONAL_SPAN' else ''}" for name, value in constants.items()
         ))
         self._kernel = make_kernel(program, "seed_windows_grouped" if self.grouped else "seed_windows")
-        # Grouped: one wavefront a read (its sort's steps are barriers apart); else two wavefronts of reads.
+        # Grouped: one wavefront a read (its sort's steps are barriers apart) and its keys' local
+        # memory; else two wavefronts of reads.
         self._group = work_group_size(self._kernel, device, wavefronts=1 if self.grouped else 2)
+        self._local = (cl.LocalMemory(8 * group_keys),) if self.grouped else ()
         mf = cl.mem_flags
         context = device.context
         flags = mf.READ_ONLY | mf.COPY_HOST_PTR
@@ -402,8 +403,6 @@ class DeviceWindows:
         windows' count and weights of each read, and only with ``fetch`` the windows themselves
         (in the same synchronisation; else :meth:`fetch` reads them). With ``only`` (a mask of the
         reads), the other reads keep the windows of the latest run."""
-        import pyopencl as cl
-
         from bowmap.runtime.deferred import DeferredReads
 
         count = len(lengths)
@@ -427,12 +426,11 @@ class DeviceWindows:
         mask = self._only.upload(self.queue, np.ascontiguousarray(only if only is not None else np.ones(1, bool), dtype=np.uint8))
         if count:
             global_size = count * self._group if self.grouped else -(-count // self._group) * self._group
-            local = (cl.LocalMemory(8 * self.group_keys),) if self.grouped else ()
             sources = [buffer for hits in rounds for buffer in (hits.first, hits.positions, hits.tags)]
             sources += sources[:3] * (MAX_ROUNDS - len(rounds))  # not read: any buffers will do
             self._kernel(
                 self.queue, (global_size,), (self._group,), *sources, np.uint32(len(rounds)), mask, np.uint32(only is not None), length_buffer,
-                self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs, *local,
+                self._contig_starts, self._contig_ends, self._hole_starts, self._hole_ends, np.uint32(count), *scratch, *outputs, *self._local,
             )
             reads = DeferredReads(self.queue)
             reads.add(window_count, outputs[0])
