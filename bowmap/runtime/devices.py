@@ -486,9 +486,10 @@ def make_buffer(context, flags, size: int = 0, hostbuf=None):
 def filled_buffer(device, hostbuf: np.ndarray):
     """A read-only buffer of ``device`` (a DeviceContext) holding ``hostbuf``'s bytes: made
     empty, then filled by one blocking copy. NVIDIA's driver copies a host pointer given at
-    creation (COPY_HOST_PTR) from pageable memory at 1.7 GB/s, and a copy into a made buffer at 8.8 GB/s (H200, 1 and 3 GiB mapped from the page cache; see
-    bench/RESULTS.md, session 24): the index's upload, which a run's first chunk waits for. A
-    device owner's client (a remote context) sends the bytes with the buffer's creation."""
+    creation (COPY_HOST_PTR) from pageable memory at 1.7 GB/s, and a copy into a made buffer at
+    8.8 GB/s (H200, 1 and 3 GiB mapped from the page cache; see bench/RESULTS.md, session 24):
+    the index's upload, which a run's first chunk waits for. A device owner's client (a remote
+    context) sends the bytes with the buffer's creation."""
     cl = _opencl()
     context = device.context
     if getattr(context, "is_remote", False):
