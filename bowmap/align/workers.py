@@ -172,7 +172,7 @@ def device_workers(index, reference_text, device, queues: int, options: AlignOpt
     every block uploaded once, or with ``slots`` less than the blocks, the blocks streamed
     through that many slots (:class:`bowmap.align.seed.residency.BlockResidency`)."""
     from bowmap.align.seed.fm_search import DeviceBlock
-    from bowmap.align.extend.smith_waterman import PackedText
+    from bowmap.align.extend.packed_text import PackedText
 
     residency = None
     if slots is not None and slots < len(index.blocks):
@@ -191,7 +191,7 @@ def owner_device_workers(index, reference_text, device, queues: int, options: Al
     bowmap.runtime.remote.RemoteDevice) holds the index blocks and packed text once for every
     host worker (:func:`owner_shared_buffers`)."""
     from bowmap.align.seed.fm_search import DeviceBlock
-    from bowmap.align.extend.smith_waterman import PackedText
+    from bowmap.align.extend.packed_text import PackedText
 
     blocks = [DeviceBlock.of_owner(device, number, block) for number, block in enumerate(index.blocks)]
     text = PackedText.of_owner(device, index)
@@ -204,7 +204,7 @@ def owner_shared_buffers(index, device) -> dict:
     """A device owner's set-up: the index blocks and packed text uploaded once, by name (what
     :func:`owner_device_workers` names)."""
     from bowmap.align.seed.fm_search import DeviceBlock
-    from bowmap.align.extend.smith_waterman import PackedText
+    from bowmap.align.extend.packed_text import PackedText
 
     shared = PackedText.from_index(device, index).shared_buffers()
     for number, block in enumerate(index.blocks):

@@ -10,7 +10,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-from bowmap.align.extend.smith_waterman import PackedText
+from bowmap.align.extend.packed_text import PackedText
 from bowmap.align.output import sam_fields
 from bowmap.align.output.sam import ChunkAlignments, format_chunk
 from bowmap.align.output.sam_fields import SamFields

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from bowmap.align.extend.packed_text import PackedText
 from bowmap.align.references import smith_waterman as reference
 from bowmap.align.extend.smith_waterman import (
     CIGAR_COLUMNS,
@@ -13,7 +14,6 @@ from bowmap.align.extend.smith_waterman import (
     OP_I,
     OP_M,
     OP_S,
-    PackedText,
     Scoring,
     SmithWaterman,
     cigar_scores,

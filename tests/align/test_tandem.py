@@ -112,7 +112,7 @@ def test_the_kernel_equals_its_reference(device, seed, count, match, mismatch, m
     chunk's are."""
     import pyopencl as cl
 
-    from bowmap.align.extend.smith_waterman import PackedText
+    from bowmap.align.extend.packed_text import PackedText
     from bowmap.index.format import pack_2bit
     from bowmap.runtime.devices import DeviceArray, make_buffer
 

@@ -44,7 +44,8 @@ def owner_and_client(device, shared, register_arenas=None):
 @pytest.mark.parametrize("register_arenas", [False, True], ids=["pageable", "registered"])
 def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(device, tmp_path, register_arenas):
     from bowmap.align.seed.fm_search import DeviceBlock, FMSearch
-    from bowmap.align.extend.smith_waterman import PackedText, Scoring, SmithWaterman
+    from bowmap.align.extend.packed_text import PackedText
+    from bowmap.align.extend.smith_waterman import Scoring, SmithWaterman
 
     rng = np.random.default_rng(29)
     genome = random_genome(rng, 5003)
@@ -181,7 +182,7 @@ def small_index(tmp_path):
 def test_an_owner_process_serves_kernels_and_copies_as_the_device_itself(device, small_index):
     import pyopencl as cl
 
-    from bowmap.align.extend.smith_waterman import PackedText
+    from bowmap.align.extend.packed_text import PackedText
     from bowmap.index.load import load_index
     from bowmap.runtime.devices import make_buffer
 

@@ -63,7 +63,7 @@ HOST_SHARE = 0.5
 
 
 def text_device_bytes(index: FMIndex) -> int:
-    """The packed text on the device (:class:`bowmap.align.extend.smith_waterman.PackedText`): 2 bits a
+    """The packed text on the device (:class:`bowmap.align.extend.packed_text.PackedText`): 2 bits a
     base, and a bit a base marking ambiguous ones where there are any."""
     return int(index.packed.nbytes) + (-(-index.total_length // 8) if len(index.ambiguous_starts) else 0)
 
