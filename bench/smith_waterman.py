@@ -7,7 +7,8 @@ against the NumPy reference exactly, times the reference on them (sequential CPU
 * score: ``SmithWaterman.best`` on all pairs, local and end-to-end, by the one-pair-a-work-item
   kernel (``score``) and by the two-pairs-in-16-bit-lanes kernel (``score2x16``: with Hopper's PTX
   lane instructions on NVIDIA compute capability >= 9, and ``score2x16cl`` with OpenCL short2
-  operations; elsewhere only the short2 one, named ``score2x16``);
+  operations; elsewhere only the short2 one, named ``score2x16``), and by ``teams``, the 16-bit
+  lanes with a work-item a tile of 16 read rows (``sw_score_teams``, the lanes as score2x16's);
 * traceback: ``SmithWaterman.traceback`` (sweep with direction bits + walk back) on --trace-pairs.
 
 GCUPS = read length x window length x pairs / seconds / 1e9; "kernel" is the device time of the
@@ -152,9 +153,11 @@ def main() -> int:
                 for end_to_end in (False, True):
                     scoring = Scoring(end_to_end=end_to_end)
                     aligner = SmithWaterman(device, scoring, queue, packed_scores=False)
-                    twins = SmithWaterman(device, scoring, queue, packed_scores=True)
+                    twins = SmithWaterman(device, scoring, queue, packed_scores=True, teams=False)
+                    teams = SmithWaterman(device, scoring, queue, packed_scores=True, teams=True)
                     variants = [("score", args.pairs, aligner.best, aligner, OPS_PER_CELL[end_to_end]),
-                                ("score2x16", args.pairs, twins.best, twins, OPS_PER_CELL_2X16[end_to_end])]
+                                ("score2x16", args.pairs, twins.best, twins, OPS_PER_CELL_2X16[end_to_end]),
+                                ("teams", args.pairs, teams.best, teams, OPS_PER_CELL_2X16[end_to_end])]
                     if twins.packed_asm:
                         portable = SmithWaterman(device, scoring, queue, packed_scores=True, packed_asm=False)
                         variants.append(("score2x16cl", args.pairs, portable.best, portable, OPS_PER_CELL_2X16[end_to_end]))

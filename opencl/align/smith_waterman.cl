@@ -8,6 +8,8 @@
  *                 best cell on the same work-item, giving the CIGAR.
  *   sw_score_twins  sw_score's results for two pairs of equal read length a work-item, in
  *                 packed 16-bit lanes (see its section below).
+ *   sw_score_teams  sw_score_twins' results, a team of work-items a twin, one tile each (only
+ *                 when the program is built with LAST_ROWS; see its section).
  *
  * The recurrences (Gotoh), read = rows i = 1..m, window = columns j = 1..n, s = substitution
  * score, OE = GAP_OPEN + GAP_EXTEND (a gap of k bases costs GAP_OPEN + k * GAP_EXTEND):
@@ -290,6 +292,7 @@ inline Best sweep(const bool record, __global const uchar *read, uint m, __globa
     return best;
 }
 
+#ifndef LAST_ROWS  /* a teams program holds sw_score_teams alone */
 __kernel void sw_score(__global const uchar *read_codes, __global const uint *read_offsets,
                        __global const uint *read_lengths, __global const uchar *window_codes,
                        __global const ulong *window_offsets, __global const uint *window_lengths,
@@ -309,6 +312,7 @@ __kernel void sw_score(__global const uchar *read_codes, __global const uint *re
     results[count + gid] = (int)best.read_end;
     results[2 * count + gid] = (int)best.window_end;
 }
+#endif
 
 /* ------------------------------------------------------------------------------------------
  * sw_score_twins: the score sweep of two pairs at once, in packed 16-bit lanes.
@@ -411,6 +415,36 @@ inline uint score_bytes(uint read_code)
     }
 #endif
 
+/* The prmt selector of a column's window codes (see row_scores) and the portable path's shifts. */
+inline uint twin_selector(uint code_a, uint code_b, uint *shift_a, uint *shift_b)
+{
+    uint low = code_a & 3u, high = (code_b & 3u) + 4u;
+    *shift_a = 8u * low;
+    *shift_b = 8u * (code_b & 3u);
+    return low | ((low | 8u) << 4) | (high << 8) | ((high | 8u) << 12);
+}
+
+/* A column with an ambiguous window base in a lane: the lanes' scores kept, and the overriding ones. */
+inline void twin_override(uint code_a, uint code_b, uint *keep, uint *over)
+{
+    const uint ambiguous_score = (uint)(OPEN_EXTEND - AMBIGUOUS) & 0xFFFFu;
+    *keep = (code_a > 3u ? 0xFFFF0000u : 0xFFFFFFFFu) & (code_b > 3u ? 0x0000FFFFu : 0xFFFFFFFFu);
+    *over = (code_a > 3u ? ambiguous_score : 0u) | (code_b > 3u ? ambiguous_score << 16 : 0u);
+}
+
+/* One column's rows for both lanes, with the override where a window base is ambiguous. */
+#if WINDOWS_MAY_HOLD_N
+#define TWIN_COLUMN()                                  \
+    if ((code_a | code_b) > 3u) {                      \
+        twin_override(code_a, code_b, &keep, &over);   \
+        TWIN_ROWS(1)                                   \
+    } else {                                           \
+        TWIN_ROWS(0)                                   \
+    }
+#else
+#define TWIN_COLUMN() { TWIN_ROWS(0) }
+#endif
+
 /* A lane's best-cell update after a column (see sweep_tile); `score` is the lane's column best
  * (local) or last-row H (end-to-end), `shift` 0 for lane A, 16 for lane B. */
 inline void twin_update(Best *best, int score, uint j, uint n, uint i0, uint rows, const bool last, uint shift, const uint *hoe)
@@ -469,22 +503,10 @@ inline void twin_tile(uint tile, uint rows, const bool last, __global const ucha
         }
         uint diagonal = diagonal_top;
         diagonal_top = up;
-        uint low = code_a & 3u, high = (code_b & 3u) + 4u;
-        uint selector = low | ((low | 8u) << 4) | (high << 8) | ((high | 8u) << 12);
-        uint shift_a = 8u * low, shift_b = 8u * (code_b & 3u);
+        uint shift_a, shift_b, selector = twin_selector(code_a, code_b, &shift_a, &shift_b);
         uint column_best = 0, last_row = 0;
         uint keep = 0xFFFFFFFFu, over = 0u;  /* the lanes' scores kept, and the overriding ones */
-#if WINDOWS_MAY_HOLD_N
-        if ((code_a | code_b) > 3u) {
-            const uint ambiguous_score = (uint)(OPEN_EXTEND - AMBIGUOUS) & 0xFFFFu;
-            keep = (code_a > 3u ? 0xFFFF0000u : 0xFFFFFFFFu) & (code_b > 3u ? 0x0000FFFFu : 0xFFFFFFFFu);
-            over = (code_a > 3u ? ambiguous_score : 0u) | (code_b > 3u ? ambiguous_score << 16 : 0u);
-            TWIN_ROWS(1)
-        } else
-#endif
-        {
-            TWIN_ROWS(0)
-        }
+        TWIN_COLUMN()
         if (!last)
             boundary[(size_t)j * stride + gid] = (uint2)(padd(hoe[READ_TILE - 1], lanes(OPEN_EXTEND, OPEN_EXTEND)), f);
 #if END_TO_END
@@ -506,6 +528,7 @@ inline void twin_tile(uint tile, uint rows, const bool last, __global const ucha
     }
 }
 
+#ifndef LAST_ROWS
 __kernel void sw_score_twins(__global const uchar *read_codes, __global const uint *read_offsets,
                              __global const uint *read_lengths, __global const uchar *window_codes,
                              __global const ulong *window_offsets, __global const uint *window_lengths,
@@ -548,6 +571,186 @@ __kernel void sw_score_twins(__global const uchar *read_codes, __global const ui
     results[slots + a + 1] = (int)best_b.read_end;
     results[2 * slots + a + 1] = (int)best_b.window_end;
 }
+#endif
+
+#ifdef LAST_ROWS
+/* ------------------------------------------------------------------------------------------
+ * sw_score_teams: sw_score_twins' results, a team of work-items a twin, one tile each.
+ *
+ * sw_score_twins sweeps a twin's tiles one after another on one work-item, a chain of
+ * tiles x columns column steps, so a launch lasts as long as its longest twin takes alone. Here
+ * member k of a team of `team` work-items (team >= the twin's tiles) holds tile k's rows and
+ * registers, and the members sweep the columns a step apart: at step s member k computes column
+ * j = s - k + 1 from the last row (H - OPEN_EXTEND and F) that member k - 1 computed for that
+ * column at step s - 1 and left in local memory (two slots, alternating by step, so one barrier
+ * a step). A twin takes columns + tiles - 1 steps; the work is the same, and nothing goes
+ * through global memory between tiles. The teams of a work-group step together (the barrier):
+ * the host orders twins by length, so a group's teams take about as many steps.
+ *
+ * Every member runs the same sweep (a wavefront holding first, middle and last tiles would run
+ * each kind's own path in turn). For that the read's last row is a compile-time row, LAST_ROWS - 1, of
+ * the last tile: the host launches each value of (m - 1) % READ_TILE + 1 apart. Rows past the
+ * read in the last tile (code 4, as in sw_score_twins) enter the column best unmasked; they
+ * change nothing: no cell below row m scores more than a cell of row m at the same or an earlier
+ * column (every step down or across costs AMBIGUOUS, GAP_OPEN or GAP_EXTEND, all >= 0, and the
+ * floor is 0), the member holds row m's cells in its best already, and a member's best moves
+ * only on a strictly larger score (its columns only grow).
+ *
+ * The members' bests are merged in tile order by score, then the smaller column, then the
+ * smaller row: the order in which sw_score_twins' tiles take them.
+ * ------------------------------------------------------------------------------------------ */
+
+#if END_TO_END
+#define TEAM_TRACK(t, h) if ((t) == LAST_ROWS - 1) last_row = (h)
+#else
+#define TEAM_TRACK(t, h)                          \
+    {                                             \
+        column_best = pmax(column_best, (h));     \
+        if ((t) == LAST_ROWS - 1)                 \
+            last_row = (h);                       \
+    }
+#endif
+
+inline bool better_best(Best a, Best b)
+{
+    return a.score > b.score || (a.score == b.score && a.window_end < b.window_end);
+}
+
+/* Local memory `scratch`: uint2[3 * local size + 1] (uint2: NVIDIA aligns a local argument
+ * only to its own type's size). Twin g (pairs 2g and 2g + 1, as in
+ * sw_score_twins) is team g % (local size / team) of work-group g / (local size / team). */
+__kernel void sw_score_teams(__global const uchar *read_codes, __global const uint *read_offsets,
+                             __global const uint *read_lengths, __global const uchar *window_codes,
+                             __global const ulong *window_offsets, __global const uint *window_lengths,
+                             __global const uchar *ambiguous,
+                             __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+                             const uint team, __local uint2 *scratch, __global int *results)
+{
+    uint lid = get_local_id(0), group_size = get_local_size(0), teams = group_size / team;
+    uint member = lid % team, twin = get_group_id(0) * teams + lid / team;
+    __local uint2 *exchange = scratch;  /* [2][group size] */
+    __local uint *most_steps = (__local uint *)(scratch + 3 * group_size);
+    uint m = 0, n_a = 0, n_b = 0;
+    ulong start_a = 0, start_b = 0;
+    __global const uchar *codes_a = read_codes, *codes_b = read_codes;
+    if (lid / team < teams && twin < count) {
+        uint read_a = pair_reads[2 * twin], read_b = pair_reads[2 * twin + 1];
+        uint window_a = pair_windows[2 * twin], window_b = pair_windows[2 * twin + 1];
+        m = read_lengths[read_a];  /* the host pairs equal read lengths */
+        n_a = window_lengths[window_a];
+        n_b = window_lengths[window_b];
+        start_a = window_offsets[window_a];
+        start_b = window_offsets[window_b];
+        codes_a = read_codes + read_offsets[read_a];
+        codes_b = read_codes + read_offsets[read_b];
+    }
+    uint columns = max(n_a, n_b), tiles = (m + READ_TILE - 1) / READ_TILE;
+    const bool working = member < tiles, last = member + 1 == tiles;
+    if (lid == 0)
+        *most_steps = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (working && member == 0)
+        atomic_max(most_steps, columns + tiles - 1);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint steps = *most_steps;
+
+    uint i0 = member * READ_TILE, rows = last ? LAST_ROWS : READ_TILE;
+    uint lookup_a[READ_TILE], lookup_b[READ_TILE], hoe[READ_TILE], e[READ_TILE];
+    const uint minus_extend = lanes(-GAP_EXTEND, -GAP_EXTEND);
+    const uint minus_open_extend = lanes(-OPEN_EXTEND, -OPEN_EXTEND);
+    const uint negative = lanes(NEG16, NEG16);
+    const uint top_up = lanes(first_column(0) - OPEN_EXTEND, first_column(0) - OPEN_EXTEND);
+#pragma unroll
+    for (uint t = 0; t < READ_TILE; ++t) {
+        bool inside = working && t < rows;
+        lookup_a[t] = score_bytes(inside ? min((uint)codes_a[i0 + t], 4u) : 4u);
+        lookup_b[t] = score_bytes(inside ? min((uint)codes_b[i0 + t], 4u) : 4u);
+        int first = first_column(i0 + t + 1) - OPEN_EXTEND;
+        hoe[t] = lanes(first, first);
+        e[t] = negative;
+    }
+    Best best_a, best_b;
+#if END_TO_END
+    best_a.score = first_column(m);
+    best_a.read_end = m;
+#else
+    best_a.score = 0;
+    best_a.read_end = 0;
+#endif
+    best_a.window_end = 0;
+    best_b = best_a;
+    int top_first = first_column(i0) - OPEN_EXTEND;
+    uint diagonal_top = lanes(top_first, top_first);
+
+#undef TRACK_BEST
+#define TRACK_BEST(t, h) TEAM_TRACK(t, h)
+    for (uint s = 0; s < steps; ++s) {
+        uint j = s + 1 - member;  /* wraps below 1 before the member's first step */
+        if (working && j - 1u < columns) {
+            uint code_a = j <= n_a ? window_base(window_codes, ambiguous, start_a + j - 1) : 0u;
+            uint code_b = j <= n_b ? window_base(window_codes, ambiguous, start_b + j - 1) : 0u;
+            uint up = top_up, f = negative;  /* the row above: H - OPEN_EXTEND, and F */
+            if (member > 0) {
+                uint2 top = exchange[((s - 1) & 1) * group_size + lid - 1];
+                up = top.x;
+                f = top.y;
+            }
+            uint diagonal = diagonal_top;
+            diagonal_top = up;
+            uint shift_a, shift_b, selector = twin_selector(code_a, code_b, &shift_a, &shift_b);
+            uint column_best = 0, last_row = 0;
+            uint keep = 0xFFFFFFFFu, over = 0u;
+            TWIN_COLUMN()
+            exchange[(s & 1) * group_size + lid] = (uint2)(hoe[READ_TILE - 1], f);
+#if END_TO_END
+            if (last) {
+                twin_update(&best_a, lane_a(last_row), j, n_a, i0, rows, true, 0, hoe);
+                twin_update(&best_b, lane_b(last_row), j, n_b, i0, rows, true, 16, hoe);
+            }
+#else
+            if (last)
+                column_best = pmax(column_best, with_end_bonus(last_row));
+            uint below = lanes(best_a.score - 1, best_b.score - 1);
+            if (pmax(column_best, below) != below) {
+                twin_update(&best_a, lane_a(column_best), j, n_a, i0, rows, last, 0, hoe);
+                twin_update(&best_b, lane_b(column_best), j, n_b, i0, rows, last, 16, hoe);
+            }
+#endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#undef TRACK_BEST
+
+    uint slots = 2 * count, a = 2 * twin;
+#if END_TO_END
+    if (last) {  /* only the last row counts */
+#else
+    __local int *bests = (__local int *)scratch;  /* 6 a work-item; the exchange is done with */
+    if (working) {
+        __local int *mine = bests + 6 * lid;
+        mine[0] = best_a.score; mine[1] = (int)best_a.read_end; mine[2] = (int)best_a.window_end;
+        mine[3] = best_b.score; mine[4] = (int)best_b.read_end; mine[5] = (int)best_b.window_end;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (working && member == 0) {
+        for (uint k = 1; k < tiles; ++k) {
+            __local const int *theirs = bests + 6 * (lid + k);
+            Best other_a = {theirs[0], (uint)theirs[1], (uint)theirs[2]}, other_b = {theirs[3], (uint)theirs[4], (uint)theirs[5]};
+            if (better_best(other_a, best_a))
+                best_a = other_a;
+            if (better_best(other_b, best_b))
+                best_b = other_b;
+        }
+#endif
+        results[a] = best_a.score;
+        results[slots + a] = (int)best_a.read_end;
+        results[2 * slots + a] = (int)best_a.window_end;
+        results[a + 1] = best_b.score;
+        results[slots + a + 1] = (int)best_b.read_end;
+        results[2 * slots + a + 1] = (int)best_b.window_end;
+    }
+}
+#endif
 
 /* Appends one step of `op` to the run being built backwards; flushes the previous run. */
 inline void push_op(__global uint *cigar, uint *used, uint *run_op, uint *run_length, uint op, uint length)
@@ -562,6 +765,7 @@ inline void push_op(__global uint *cigar, uint *used, uint *run_op, uint *run_le
     *run_length += length;
 }
 
+#ifndef LAST_ROWS  /* a teams program holds sw_score_teams alone */
 __kernel void sw_traceback(__global const uchar *read_codes, __global const uint *read_offsets,
                            __global const uint *read_lengths, __global const uchar *window_codes,
                            __global const ulong *window_offsets, __global const uint *window_lengths,
@@ -641,3 +845,4 @@ __kernel void sw_traceback(__global const uchar *read_codes, __global const uint
     trace_results[4 * count + gid] = (int)best.window_end;
     trace_results[5 * count + gid] = (int)used;
 }
+#endif

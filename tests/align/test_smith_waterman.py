@@ -122,12 +122,20 @@ TRACE_NAMES = ("score", "read_start", "read_end", "window_start", "window_end", 
 
 # best() by one pair a work-item (sw_score), or by two in 16-bit lanes (sw_score_twins) with the
 # lane operations the device would use (PTX on NVIDIA compute capability >= 9, else OpenCL
-# short2), or with the portable short2 operations whatever the device.
-KERNELS = {"scalar": {"packed_scores": False}, "twins": {"packed_scores": True},
-           "twins_portable": {"packed_scores": True, "packed_asm": False}}
+# short2), or with the portable short2 operations whatever the device; and the twins as teams,
+# a work-item a tile (sw_score_teams), both ways.
+KERNELS = {"scalar": {"packed_scores": False}, "twins": {"packed_scores": True, "teams": False},
+           "twins_portable": {"packed_scores": True, "packed_asm": False, "teams": False},
+           "teams": {"packed_scores": True, "teams": True},
+           "teams_portable": {"packed_scores": True, "packed_asm": False, "teams": True}}
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
+# The teams kernel is built for each count of rows in a read's last tile (PoCL: about 4 s a
+# build), so its tests take reads of TEAM_LENGTHS: two counts, teams of 1 to 10 tiles.
+TEAM_LENGTHS = [0, 1, 17, 33, 38, 134, 150]
+
+
+@pytest.mark.parametrize("kernel", ["scalar", "twins", "twins_portable"])
 @pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
 @pytest.mark.parametrize("count, longest_read, flank", [(1, 30, 5), (63, 40, 8), (129, 150, 64)])
 def test_kernels_equal_reference(device, scoring, count, longest_read, flank, kernel):
@@ -182,12 +190,12 @@ def edge_case_pairs():
     return (*concatenate(reads), *concatenate(windows), np.arange(count, dtype=np.uint32), np.arange(count, dtype=np.uint32))
 
 
-@pytest.mark.parametrize("packed", [False, True], ids=["scalar", "twins"])
+@pytest.mark.parametrize("kernel", ["scalar", "twins"])
 @pytest.mark.parametrize("scoring", SCORINGS[:3], ids=SCORING_IDS[:3])
 @pytest.mark.parametrize("read_tile", [16, 8])
-def test_edge_cases(device, scoring, read_tile, packed):
+def test_edge_cases(device, scoring, read_tile, kernel):
     arrays = edge_case_pairs()
-    aligner = SmithWaterman(device, scoring, read_tile=read_tile, packed_scores=packed)
+    aligner = SmithWaterman(device, scoring, read_tile=read_tile, **KERNELS[kernel])
     traced = aligner.traceback(*arrays)
     assert_same(traced, reference.traceback(scoring, *arrays), TRACE_NAMES)
     assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
@@ -283,10 +291,15 @@ def test_rejects_bad_input(device):
     assert all(len(array) == 0 for array in empty)
 
 
-@pytest.mark.parametrize("packed", [False, True], ids=["scalar", "twins"])
-@pytest.mark.parametrize("scoring", SCORINGS[:2], ids=["local", "end_to_end"])
-@pytest.mark.parametrize("ambiguous_runs", [0, 9])
-def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguous_runs, packed):
+# The teams on a masked packed text: local mode only (PoCL takes about 30 s to build that program;
+# end-to-end mode's teams read windows the same way, and both modes' teams are tested on bytes).
+PACKED_TEXT_CASES = [(scoring, runs, kernel) for scoring in SCORINGS[:2] for runs in (0, 9) for kernel in ("scalar", "twins")]
+PACKED_TEXT_CASES.append((SCORINGS[0], 9, "teams"))
+
+
+@pytest.mark.parametrize("scoring, ambiguous_runs, kernel", PACKED_TEXT_CASES,
+                         ids=[f"{'end_to_end' if c[0].end_to_end else 'local'}-{c[1]}-{c[2]}" for c in PACKED_TEXT_CASES])
+def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguous_runs, kernel):
     """Windows given as text positions in a PackedText equal the same windows given as bytes
     (ambiguous bases, marked only by the mask, reading 4), at any offset in a packed byte."""
     rng = np.random.default_rng(ambiguous_runs + 10 * scoring.end_to_end)
@@ -303,7 +316,8 @@ def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguou
     window_lengths[:3] = [0, 1, 229]
     window_starts = rng.integers(0, length - window_lengths + 1)
     window_starts[-1] = length - window_lengths[-1]  # the text's very end
-    read_lengths = rng.integers(1, 160, count).astype(np.int64)
+    # The teams: one count of rows in the last tile (one build a window kind), teams of 3 to 10 tiles.
+    read_lengths = rng.integers(1, 160, count) if kernel != "teams" else rng.choice([38, 134, 150], count)
     reads = [mutate(rng, codes[s : s + min(n, m)]) if n else rng.integers(0, 4, m).astype(np.uint8)
              for s, n, m in zip(window_starts, window_lengths, read_lengths)]
     read_lengths = np.array([len(r) for r in reads], dtype=np.int64)
@@ -312,7 +326,7 @@ def test_windows_read_from_a_packed_text_on_the_device(device, scoring, ambiguou
     gathered = np.concatenate([codes[s : s + n] for s, n in zip(window_starts, window_lengths)])
     gathered_offsets = np.cumsum(window_lengths) - window_lengths
     pairs = (np.arange(count), np.arange(count))
-    aligner = SmithWaterman(device, scoring, packed_scores=packed)
+    aligner = SmithWaterman(device, scoring, **KERNELS[kernel])
     as_bytes = (read_codes, read_offsets, read_lengths, gathered, gathered_offsets, window_lengths, *pairs)
     from_text = (read_codes, read_offsets, read_lengths, packed, window_starts, window_lengths, *pairs)
     assert_same(aligner.best(*from_text), aligner.best(*as_bytes), ("score", "read_end", "window_end"))
@@ -338,14 +352,15 @@ def test_twins_pair_equal_read_lengths():
         assert len(first) == sum(-(-int(c) // 2) for c in np.unique(m, return_counts=True)[1])
 
 
-@pytest.mark.parametrize("kernel", ["twins", "twins_portable"])
+@pytest.mark.parametrize("kernel", ["twins", "twins_portable", "teams", "teams_portable"])
 @pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
 def test_twins_with_windows_of_other_lengths(device, scoring, kernel):
     """Reads of a few lengths (so most twins are two pairs) against windows of any length,
-    empty ones and ones with N included, an odd count of pairs: the same as the reference."""
+    empty ones and ones with N included, an odd count of pairs, and tandem repeats against
+    tandem repeats (equal optima at many columns, in several tiles): the same as the reference."""
     rng = np.random.default_rng(17 + scoring.match)
     count = 301
-    lengths = rng.choice([0, 1, 15, 16, 17, 100, 150], count)
+    lengths = rng.choice(TEAM_LENGTHS if "teams" in kernel else [0, 1, 15, 16, 17, 100, 150], count)
     reads = [rng.integers(0, 4, size=int(length), dtype=np.uint8) for length in lengths]
     windows = []
     for read in reads:
@@ -356,6 +371,9 @@ def test_twins_with_windows_of_other_lengths(device, scoring, kernel):
         windows.append(window.astype(np.uint8))
     for read in reads[::7]:
         read[rng.random(len(read)) < 0.05] = 4
+    for k in range(3, count, 5):  # pairs are drawn at random: about 12 tandem against tandem
+        reads[k] = np.resize(np.array([0, 1], np.uint8), len(reads[k]))
+        windows[k] = np.resize(np.array([1, 0], np.uint8), len(windows[k]))
     arrays = (*concatenate(reads), *concatenate(windows), rng.permutation(count).astype(np.uint32),
               rng.permutation(count).astype(np.uint32))
     aligner = SmithWaterman(device, scoring, **KERNELS[kernel])

@@ -234,11 +234,15 @@ class SmithWaterman:
     operations; it defaults to whether the device is an NVIDIA GPU of compute capability 9.0 or
     later. ``packed_scores`` defaults to True: the twins ran 3x (local) to 3.5x (end-to-end) the
     one-pair kernel on PoCL (bench/smith_waterman.py) and faster on an H200 (see the README).
+    ``teams``: the twins run as ``sw_score_teams``, a work-item a tile, the tiles of a twin a
+    column apart, where a work-group holds a twin's tiles; by default on GPUs, where a launch of
+    ``sw_score_twins`` lasts as long as its longest twin's whole sweep on one work-item (CPUs
+    run a work-group's steps one after another between barriers: the twins are faster there).
     """
 
     def __init__(self, device: DeviceContext, scoring: Scoring, queue: cl.CommandQueue | None = None,
                  read_tile: int = 16, scratch_bytes: int | None = None,
-                 packed_scores: bool | None = None, packed_asm: bool | None = None):
+                 packed_scores: bool | None = None, packed_asm: bool | None = None, teams: bool | None = None):
         if read_tile not in (8, 16):
             raise ValueError("read_tile must be 8 or 16")
         self.device = device
@@ -253,6 +257,7 @@ class SmithWaterman:
         self._compiler_options = () if capability is None else ("-cl-nv-maxrregcount=128",)
         self.packed_scores = True if packed_scores is None else bool(packed_scores)
         self.packed_asm = hopper if packed_asm is None else bool(packed_asm)
+        self.teams = device.info.is_gpu if teams is None else bool(teams)
         info = device.info
         self.scratch_bytes = scratch_bytes or min(info.max_allocation, max(1 << 24, info.global_memory // 8))
         self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
@@ -271,23 +276,28 @@ class SmithWaterman:
 
     # ------------------------------------------------------------ set-up
 
-    def _kernel(self, name: str, wide: bool, windows=None):
+    def _kernel(self, name: str, wide: bool, windows=None, last_rows: int | None = None):
         """The kernel for 16- or 32-bit boundary scores and for window codes given as bytes or
-        as a PackedText (with or without an ambiguity mask)."""
+        as a PackedText (with or without an ambiguity mask); ``sw_score_teams`` is built for
+        one ``last_rows`` (the read's rows in its last tile) a program."""
         packed = isinstance(windows, PackedText)
-        key = (wide, packed, packed and windows.masked)
+        key = (wide, packed, packed and windows.masked, last_rows)
         kernels = self._kernels.get(key)
         if kernels is None:
             options = self.scoring.build_options() + (
                 f"-DREAD_TILE={self.read_tile}", f"-DWIDE_BOUNDARY={int(wide)}",
                 f"-DPACKED_WINDOWS={int(packed)}", f"-DAMBIGUOUS_MASK={int(key[2])}",
                 f"-DPACKED_ASM={int(self.packed_asm)}",
-            ) + self._compiler_options
+            ) + (() if last_rows is None else (f"-DLAST_ROWS={last_rows}",)) + self._compiler_options
             program = self.device.program(SOURCE, options)
-            names = ("sw_score", "sw_traceback", "sw_score_twins")
+            names = ("sw_score", "sw_traceback", "sw_score_twins") if last_rows is None else ("sw_score_teams",)
             kernels = self._kernels[key] = {kernel_name: make_kernel(program, kernel_name) for kernel_name in names}
-            for kernel_name in names:
-                kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name], kernel_name != "sw_score_twins")
+            if last_rows is None:
+                for kernel_name in names:
+                    kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name], kernel_name != "sw_score_twins")
+            else:  # the teams' work-groups: a multiple of the first, at most the second
+                kernels["group_sw_score_teams"] = tuple(kernels["sw_score_teams"].get_work_group_info(which, self.device.device) for which in (
+                    cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, cl.kernel_work_group_info.WORK_GROUP_SIZE))
         return kernels[name], kernels["group_" + name]
 
     def _work_group_size(self, kernel, profiled: bool = True) -> int:
@@ -390,30 +400,66 @@ class SmithWaterman:
         return results[0], results[1], results[2]
 
     def _best_twins(self, pairs: _Pairs, sequences, results: np.ndarray) -> None:
-        """:meth:`best` by ``sw_score_twins``: fills ``results`` (3 x pairs, the caller's order)."""
-        kernel, group = self._kernel("sw_score_twins", False, pairs.window_codes)
+        """:meth:`best` by ``sw_score_twins`` or ``sw_score_teams``: fills ``results`` (3 x pairs,
+        the caller's order)."""
         first, second = twins(pairs.m)
-        self._m = pairs.m[first]
-        reads, parts = DeferredReads(self.queue), []
-        for start, stop, _ in self._launches(len(first), group, pairs.n[first], 8):
-            size = stop - start
-            global_size = -(-size // group) * group
-            columns = int(pairs.n[first[start:stop]].max()) + 1  # a twin's first has the longer window
-            boundary = self._boundary.at_least(columns * global_size * 8)
-            slots = np.stack((first[start:stop], second[start:stop]), axis=1).reshape(-1)
-            pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
-                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
-            output = self._results.at_least(3 * 2 * size * 4)
-            self.last_kernel_events.append(kernel(
-                self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size), boundary, output,
-            ))
-            parts.append((np.empty((3, 2 * size), dtype=np.int32), slots))
-            reads.add(parts[-1][0], output)
+        reads = DeferredReads(self.queue)
+        parts = []
+        rest = np.arange(len(first))
+        if self.teams:
+            rest = self._teams(pairs, sequences, first, second, reads, parts)
+        if len(rest):
+            first, second = first[rest], second[rest]
+            kernel, group = self._kernel("sw_score_twins", False, pairs.window_codes)
+            self._m = pairs.m[first]
+            for start, stop, _ in self._launches(len(first), group, pairs.n[first], 8):
+                size = stop - start
+                global_size = -(-size // group) * group
+                columns = int(pairs.n[first[start:stop]].max()) + 1  # a twin's first has the longer window
+                boundary = self._boundary.at_least(columns * global_size * 8)
+                self._launch_twins(kernel, (global_size,), (group,), pairs, sequences, first[start:stop], second[start:stop],
+                                   reads, parts, boundary)
         reads.wait()  # one synchronisation for every launch
         for part, slots in parts:
             # Straight to the caller's order (one scatter, not two); a pair twinned with itself
             # writes its result twice.
             results[:, pairs.order[slots]] = part
+
+    def _launch_twins(self, kernel, global_size, group, pairs: _Pairs, sequences, first, second, reads, parts, *arguments) -> None:
+        """One launch of a twins kernel on the twins (``first``, ``second``), its results read into a new part."""
+        slots = np.stack((first, second), axis=1).reshape(-1)
+        pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
+                        zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+        output = self._results.at_least(3 * len(slots) * 4)
+        self.last_kernel_events.append(kernel(
+            self.queue, global_size, group, *sequences, *pair_buffers, np.uint32(len(first)), *arguments, output,
+        ))
+        parts.append((np.empty((3, len(slots)), dtype=np.int32), slots))
+        reads.add(parts[-1][0], output)
+
+    def _teams(self, pairs: _Pairs, sequences, first, second, reads, parts) -> np.ndarray:
+        """Launches ``sw_score_teams`` on the twins it takes, one launch for each number of rows
+        in the read's last tile; returns the others (empty reads, reads of more tiles than a
+        work-group holds), as indexes into ``first`` and ``second``."""
+        m = pairs.m[first]
+        tile = self.read_tile
+        last_rows = (m - 1) % tile + 1
+        taken = np.zeros(len(first), dtype=bool)
+        for rows in np.unique(last_rows[m > 0]):
+            kernel, (multiple, largest) = self._kernel("sw_score_teams", False, pairs.window_codes, int(rows))
+            these = np.flatnonzero((last_rows == rows) & (m > 0) & (m <= largest * tile))
+            if len(these) == 0:
+                continue
+            team = -(-int(m[these].max()) // tile)
+            # As many teams as fit the fewest wavefronts that hold one (150-base reads: 10 tiles, 3
+            # teams in 32 work-items on NVIDIA). Whole teams in whole wavefronts (16 teams in 160)
+            # ran 11% slower on an H200 (bench/smith_waterman.py): every step's barrier waits for 5 warps.
+            group = min(largest, -(-team // multiple) * multiple)
+            groups = -(-len(these) // (group // team))
+            self._launch_twins(kernel, (groups * group,), (group,), pairs, sequences, first[these], second[these], reads, parts,
+                               np.uint32(team), cl.LocalMemory(8 * (3 * group + 1)))
+            taken[these] = True
+        return np.flatnonzero(~taken)
 
     def traceback(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
         """Best alignment of every pair with its CIGAR:
