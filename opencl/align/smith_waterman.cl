@@ -266,20 +266,28 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
     }
 }
 
-inline Best sweep(const bool record, __global const uchar *read, uint m, __global const uchar *window_codes,
-                  __global const uchar *ambiguous, ulong window_start, uint n,
-                  __global BOUNDARY_T *boundary, uint stride, uint gid, __local short2 *profile, uint local_size,
-                  __global DIRECTION_T *directions, uint direction_columns)
+/* A read of m bases' best before any column: end-to-end, H[m][0] (the whole read inserted);
+ * local, nothing (score 0 at (0, 0)). */
+inline Best no_best(uint m)
 {
     Best best;
 #if END_TO_END
-    best.score = first_column(m);  /* H[m][0]: the whole read inserted */
+    best.score = first_column(m);
     best.read_end = m;
 #else
     best.score = 0;
     best.read_end = 0;
 #endif
     best.window_end = 0;
+    return best;
+}
+
+inline Best sweep(const bool record, __global const uchar *read, uint m, __global const uchar *window_codes,
+                  __global const uchar *ambiguous, ulong window_start, uint n,
+                  __global BOUNDARY_T *boundary, uint stride, uint gid, __local short2 *profile, uint local_size,
+                  __global DIRECTION_T *directions, uint direction_columns)
+{
+    Best best = no_best(m);
     uint tiles = (m + READ_TILE - 1) / READ_TILE;
     for (uint tile = 0; tile + 1 < tiles; ++tile)
         sweep_tile(tile, READ_TILE, false, record, read, window_codes, ambiguous, window_start, n, boundary, stride, gid,
@@ -469,6 +477,18 @@ inline void twin_update(Best *best, int score, uint j, uint n, uint i0, uint row
 #endif
 }
 
+/* Twin g's results: score, read end, window end of pairs 2g and 2g + 1 (int[3][2 x count]). */
+inline void twin_results(__global int *results, uint count, uint twin, Best a, Best b)
+{
+    uint slots = 2 * count, first = 2 * twin;
+    results[first] = a.score;
+    results[slots + first] = (int)a.read_end;
+    results[2 * slots + first] = (int)a.window_end;
+    results[first + 1] = b.score;
+    results[slots + first + 1] = (int)b.read_end;
+    results[2 * slots + first + 1] = (int)b.window_end;
+}
+
 inline void twin_tile(uint tile, uint rows, const bool last, __global const uchar *read_a, __global const uchar *read_b,
                       __global const uchar *window_codes, __global const uchar *ambiguous,
                       ulong start_a, uint n_a, ulong start_b, uint n_b, uint columns,
@@ -543,16 +563,7 @@ __kernel void sw_score_twins(__global const uchar *read_codes, __global const ui
     uint window_a = pair_windows[2 * gid], window_b = pair_windows[2 * gid + 1];
     uint m = read_lengths[read_a];  /* the host pairs equal read lengths */
     uint n_a = window_lengths[window_a], n_b = window_lengths[window_b];
-    Best best_a, best_b;
-#if END_TO_END
-    best_a.score = first_column(m);
-    best_a.read_end = m;
-#else
-    best_a.score = 0;
-    best_a.read_end = 0;
-#endif
-    best_a.window_end = 0;
-    best_b = best_a;
+    Best best_a = no_best(m), best_b = best_a;
     __global const uchar *codes_a = read_codes + read_offsets[read_a], *codes_b = read_codes + read_offsets[read_b];
     ulong start_a = window_offsets[window_a], start_b = window_offsets[window_b];
     uint columns = max(n_a, n_b), stride = get_global_size(0);
@@ -563,13 +574,7 @@ __kernel void sw_score_twins(__global const uchar *read_codes, __global const ui
     if (tiles > 0)
         twin_tile(tiles - 1, m - (tiles - 1) * READ_TILE, true, codes_a, codes_b, window_codes, ambiguous, start_a, n_a,
                   start_b, n_b, columns, boundary, stride, gid, &best_a, &best_b);
-    uint slots = 2 * count, a = 2 * gid;
-    results[a] = best_a.score;
-    results[slots + a] = (int)best_a.read_end;
-    results[2 * slots + a] = (int)best_a.window_end;
-    results[a + 1] = best_b.score;
-    results[slots + a + 1] = (int)best_b.read_end;
-    results[2 * slots + a + 1] = (int)best_b.window_end;
+    twin_results(results, count, gid, best_a, best_b);
 }
 #endif
 
@@ -669,16 +674,7 @@ __kernel void sw_score_teams(__global const uchar *read_codes, __global const ui
         hoe[t] = lanes(first, first);
         e[t] = negative;
     }
-    Best best_a, best_b;
-#if END_TO_END
-    best_a.score = first_column(m);
-    best_a.read_end = m;
-#else
-    best_a.score = 0;
-    best_a.read_end = 0;
-#endif
-    best_a.window_end = 0;
-    best_b = best_a;
+    Best best_a = no_best(m), best_b = best_a;
     int top_first = first_column(i0) - OPEN_EXTEND;
     uint diagonal_top = lanes(top_first, top_first);
 
@@ -721,7 +717,6 @@ __kernel void sw_score_teams(__global const uchar *read_codes, __global const ui
     }
 #undef TRACK_BEST
 
-    uint slots = 2 * count, a = 2 * twin;
 #if END_TO_END
     if (last) {  /* only the last row counts */
 #else
@@ -742,12 +737,7 @@ __kernel void sw_score_teams(__global const uchar *read_codes, __global const ui
                 best_b = other_b;
         }
 #endif
-        results[a] = best_a.score;
-        results[slots + a] = (int)best_a.read_end;
-        results[2 * slots + a] = (int)best_a.window_end;
-        results[a + 1] = best_b.score;
-        results[slots + a + 1] = (int)best_b.read_end;
-        results[2 * slots + a + 1] = (int)best_b.window_end;
+        twin_results(results, count, twin, best_a, best_b);
     }
 }
 #endif
