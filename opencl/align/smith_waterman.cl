@@ -592,14 +592,14 @@ __kernel void sw_score_twins(__global const uchar *read_codes, __global const ui
  * through global memory between tiles. The teams of a work-group step together (the barrier):
  * the host orders twins by length, so a group's teams take about as many steps.
  *
- * Every member runs the same sweep (a wavefront holding first, middle and last tiles would run
- * each kind's own path in turn). For that the read's last row is a compile-time row, LAST_ROWS - 1, of
- * the last tile: the host launches each value of (m - 1) % READ_TILE + 1 apart. Rows past the
- * read in the last tile (code 4, as in sw_score_twins) enter the column best unmasked; they
- * change nothing: no cell below row m scores more than a cell of row m at the same or an earlier
- * column (every step down or across costs AMBIGUOUS, GAP_OPEN or GAP_EXTEND, all >= 0, and the
- * floor is 0), the member holds row m's cells in its best already, and a member's best moves
- * only on a strictly larger score (its columns only grow).
+ * Every member runs the same sweep (a wavefront holding first, middle and last tiles would
+ * run each kind's own path in turn). For that the read's last row is a compile-time row,
+ * LAST_ROWS - 1, of the last tile: the host launches each value of (m - 1) % READ_TILE + 1
+ * apart. Rows past the read in the last tile (code 4, as in sw_score_twins) enter the column
+ * best unmasked; they change nothing: no cell below row m scores more than a cell of row m at
+ * the same or an earlier column (every step down or across costs AMBIGUOUS, GAP_OPEN or
+ * GAP_EXTEND, all >= 0, and the floor is 0), those cells of row m are in the member's best
+ * already, and a member's best moves only on a strictly larger score (its columns only grow).
  *
  * The members' bests are merged in tile order by score, then the smaller column, then the
  * smaller row: the order in which sw_score_twins' tiles take them.
