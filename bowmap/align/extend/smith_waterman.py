@@ -405,11 +405,10 @@ class SmithWaterman:
         first, second = twins(pairs.m)
         reads = DeferredReads(self.queue)
         parts = []
-        rest = np.arange(len(first))
-        if self.teams:
+        if self.teams:  # the twins the teams do not take are left to sw_score_twins
             rest = self._teams(pairs, sequences, first, second, reads, parts)
-        if len(rest):
             first, second = first[rest], second[rest]
+        if len(first):
             kernel, group = self._kernel("sw_score_twins", False, pairs.window_codes)
             self._m = pairs.m[first]
             for start, stop, _ in self._launches(len(first), group, pairs.n[first], 8):
