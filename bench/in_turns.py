@@ -8,8 +8,9 @@ tree its whole seconds, round by round, their median, the first chunk's time on 
 clock (its log), the CPU seconds of the whole process tree (reader, owner, host workers: their
 user and system time, from the children's rusage), and the md5s: a change that must not alter
 the output shows one md5 a row pair. The CPU column moves less than the wall time from run to
-run, so it shows a change to the host work a read that whole seconds hide. A tree is a checkout (``git archive`` of a main before a change, or this one) run with
-``PYTHONPATH`` set to it and the caller's path.
+run, so it shows a change to the host work a read that whole seconds hide. A tree is a checkout
+(``git archive`` of a main before a change, or this one) run with ``PYTHONPATH`` set to it and
+the caller's path.
 
 On the GPU machine, with bench/paired_end.py's chr20 data (prev: `git archive` of the main before):
   python bench/in_turns.py --trees prev=.device/prev,new=. --index /tmp/work/chr20/indexes/bowmap/index \\
