@@ -43,8 +43,10 @@
  * group makes the read's keys side by side in local memory (a filtered hit's key is a sentinel,
  * above every key, that sorts last), bitonic-sorts them there, writes them back in order, and its
  * first work-item makes the windows from them as seed_windows does. A read with more hits than
- * GROUP_KEYS takes seed_windows' path on the group's first work-item. A key never equals the
- * sentinel ULONG_MAX: DeviceWindows.fits keeps keys under 2^64 and a read offset under 2^OFFSET_BITS - 1.
+ * GROUP_KEYS has its keys sorted by the group in global memory (group_sort_global), not by a
+ * heap sort on one work-item: a repetitive read's 1,000-2,000 keys took that work-item ~20,000
+ * dependent loads, and the launch lasted as long. A key never equals the sentinel ULONG_MAX:
+ * DeviceWindows.fits keeps keys under 2^64 and a read offset under 2^OFFSET_BITS - 1.
  */
 
 #define REVERSE_BIT 0x80000000u
@@ -121,6 +123,33 @@ inline void heap_sort(__global ulong *keys, uint size)
     }
 }
 
+/* The `n` keys at `keys` sorted ascending by a work-group, as a bitonic sort of them padded with
+ * ULONG_MAX to a power of two: every exchange puts the smaller key first (a merge's first step
+ * compares mirrored places), so the padding would never move and is neither stored nor compared. */
+inline void group_sort_global(__global ulong *keys, uint n, uint lid, uint size)
+{
+    uint padded = 1;
+    while (padded < n)
+        padded <<= 1;
+    for (uint run = 2; run <= padded; run <<= 1) {
+        for (uint step = run >> 1; step > 0; step >>= 1) {
+            for (uint p = lid; p < padded / 2; p += size) {
+                uint offset = p & (step - 1);
+                uint i = (p - offset) * 2 + offset;
+                uint j = step == run >> 1 ? i + run - 1 - 2 * offset : i + step;
+                if (j < n) {
+                    ulong a = keys[i], b = keys[j];
+                    if (a > b) {
+                        keys[i] = b;
+                        keys[j] = a;
+                    }
+                }
+            }
+            barrier(CLK_GLOBAL_MEM_FENCE);
+        }
+    }
+}
+
 /* The best window not yet picked (most weight, then first), of `strand` (2: either); -1: none. */
 inline int best_unpicked(__global const uint *meta, uint windows, uint strand)
 {
@@ -176,16 +205,21 @@ inline void make_windows(__global const ulong *key, uint hits, uint r, uint firs
     long length = read_lengths[r];
     __global uint *w_start = window_start + first, *w_end = window_end + first, *w_meta = window_meta + first;
     uint windows = 0;
-    uint seen[MASK_WORDS];
+    uint seen[MASK_WORDS]; /* the open window's read offsets; cleared word by word as it closes */
+    for (uint i = 0; i < MASK_WORDS; ++i)
+        seen[i] = 0;
     ulong previous_group = 0;
     long previous_diagonal = 0, chain_diagonal = 0, previous_bin = 0, last_diagonal = 0;
-    uint weight = 0, contig = 0;
+    uint weight = 0, contig = 0, meta = 0, opened = 0; /* the open window's meta and first hit */
+    ulong next = hits > 0 ? key[0] : 0; /* loaded an iteration ahead: its latency overlaps the stores */
     for (uint h = 0; h <= hits; ++h) {
         bool opens = h == hits;
         ulong k = 0, group = 0;
         long diagonal = 0, bin = 0;
         if (h < hits) {
-            k = key[h];
+            k = next;
+            if (h + 1 < hits)
+                next = key[h + 1];
             group = (k >> OFFSET_BITS) / DIAGONAL_SPAN;
             diagonal = (long)((k >> OFFSET_BITS) % DIAGONAL_SPAN) - SHIFT;
             bool new_chain = h == 0 || group != previous_group || diagonal - previous_diagonal > MARGIN;
@@ -198,7 +232,9 @@ inline void make_windows(__global const ulong *key, uint hits, uint r, uint firs
             long contig_end = contig_ends[contig];
             long end = last_diagonal + length + MARGIN;
             w_end[windows - 1] = (uint)(end < contig_end ? end : contig_end);
-            w_meta[windows - 1] |= weight;
+            w_meta[windows - 1] = meta | weight;
+            for (uint i = opened; i < h; ++i) /* its hits' words: fewer than MASK_WORDS, mostly */
+                seen[(uint)(key[i] & ((1ul << OFFSET_BITS) - 1)) >> 5] = 0;
         }
         if (h == hits)
             break;
@@ -206,11 +242,10 @@ inline void make_windows(__global const ulong *key, uint hits, uint r, uint firs
             contig = (uint)(group % CONTIGS);
             long start = diagonal - MARGIN, contig_start = contig_starts[contig];
             w_start[windows] = (uint)(start > contig_start ? start : contig_start);
-            w_meta[windows] = (uint)(group / CONTIGS) << 31;
+            meta = (uint)(group / CONTIGS) << 31;
             ++windows;
             weight = 0;
-            for (uint i = 0; i < MASK_WORDS; ++i)
-                seen[i] = 0;
+            opened = h;
         }
         uint offset = (uint)(k & ((1ul << OFFSET_BITS) - 1));
         uint bit = 1u << (offset & 31);
@@ -303,17 +338,11 @@ __kernel void seed_windows_grouped(SEED_WINDOWS_PARAMETERS, __local ulong *sorte
     uint count_2 = sources > 2 ? first_2[r + 1] - from_2 : 0;
     uint raw = count_0 + count_1 + count_2;
     __global ulong *key = keys + first;
-    if (raw > GROUP_KEYS) { /* too many for local memory: seed_windows' way, on one work-item */
-        if (lid == 0)
-            windows_of_read(first_0, position_0, tag_0, first_1, position_1, tag_1, first_2, position_2, tag_2, sources, read_lengths,
-                            contig_starts, contig_ends, hole_starts, hole_ends, r, first, keys, window_start, window_end, window_meta,
-                            counts, out_start, out_end, out_meta);
-        return;
-    }
+    bool in_local = raw <= GROUP_KEYS; /* else the keys are sorted where they are, in global memory */
     uint padded = 1;
     while (padded < raw)
         padded <<= 1;
-    for (uint i = lid; i < padded; i += size) {
+    for (uint i = lid; i < (in_local ? padded : raw); i += size) {
         ulong k = ULONG_MAX;
         if (i < count_0)
             k = hit_key(position_0, tag_0, from_0 + i, contig_starts, contig_ends, hole_starts, hole_ends);
@@ -321,7 +350,22 @@ __kernel void seed_windows_grouped(SEED_WINDOWS_PARAMETERS, __local ulong *sorte
             k = hit_key(position_1, tag_1, from_1 + i - count_0, contig_starts, contig_ends, hole_starts, hole_ends);
         else if (i < raw)
             k = hit_key(position_2, tag_2, from_2 + i - count_0 - count_1, contig_starts, contig_ends, hole_starts, hole_ends);
-        sorted[i] = k;
+        if (in_local)
+            sorted[i] = k;
+        else
+            key[i] = k;
+    }
+    if (!in_local) {
+        barrier(CLK_GLOBAL_MEM_FENCE);
+        group_sort_global(key, raw, lid, size);
+        if (lid == 0) {
+            uint hits = raw;
+            while (hits > 0 && key[hits - 1] == ULONG_MAX)
+                --hits;
+            make_windows(key, hits, r, first, read_lengths, contig_starts, contig_ends, window_start, window_end, window_meta, counts,
+                         out_start, out_end, out_meta);
+        }
+        return;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     /* Bitonic sort, ascending: the sentinels (dropped hits, padding) last. */
