@@ -70,15 +70,17 @@ class Recorder:
 
         cl.Kernel.__call__, cl.enqueue_copy, devices.DeviceContext.queue = call, copy, profiled_queue
 
-    def totals(self) -> dict[str, tuple[int, float]]:
-        """Per name: (commands, device seconds)."""
-        sums: dict[str, list] = collections.defaultdict(lambda: [0, 0])
+    def totals(self) -> dict[str, tuple[int, float, float]]:
+        """Per name: (commands, device seconds, the longest command's seconds)."""
+        sums: dict[str, list] = collections.defaultdict(lambda: [0, 0, 0])
         for name, event in self.events:
             if event is None:
                 continue
+            seconds = (event.profile.end - event.profile.start) * 1e-9
             sums[name][0] += 1
-            sums[name][1] += (event.profile.end - event.profile.start) * 1e-9
-        return {name: (count, seconds) for name, (count, seconds) in sums.items()}
+            sums[name][1] += seconds
+            sums[name][2] = max(sums[name][2], seconds)
+        return {name: tuple(values) for name, values in sums.items()}
 
     def busy(self) -> float:
         """Seconds in which at least one kernel ran: the union of the kernels' intervals (the
@@ -143,21 +145,21 @@ def main(argv=None) -> int:
         busy_ms.append(1e3 * busy * PER_READS / count)
         print(f"[kernel_times] {label}: {count:,} reads, {wall:.2f} s in one process", file=sys.stderr)
     names = sorted({name for _, totals, _, _ in results for name in totals},
-                   key=lambda name: -max(totals.get(name, (0, 0))[1] / count for _, totals, _, count in results))
+                   key=lambda name: -max(totals.get(name, (0, 0, 0))[1] / count for _, totals, _, count in results))
     width = max(len(name) for name in names + ["kernels busy (union)"])
-    print(f"device ms per {PER_READS:,} reads (commands per {PER_READS:,} reads)")
-    print(f"{'':{width}}" + "".join(f"  {label:>22}" for label, *_ in results))
+    print(f"device ms per {PER_READS:,} reads (commands per {PER_READS:,} reads; the longest command, ms)")
+    print(f"{'':{width}}" + "".join(f"  {label:>30}" for label, *_ in results))
     for name in names:
         cells = []
         for _, totals, _, count in results:
-            commands, seconds = totals.get(name, (0, 0.0))
-            cells.append(f"{1e3 * seconds * PER_READS / count:12.1f} ({commands * PER_READS / count:7.0f})")
-        print(f"{name:{width}}" + "".join(f"  {cell:>22}" for cell in cells))
-    kernel_sum = [sum(seconds for name, (_, seconds) in totals.items() if not name.startswith("copy")) * 1e3 * PER_READS / count
+            commands, seconds, longest = totals.get(name, (0, 0.0, 0.0))
+            cells.append(f"{1e3 * seconds * PER_READS / count:12.1f} ({commands * PER_READS / count:7.0f}; {1e3 * longest:6.2f})")
+        print(f"{name:{width}}" + "".join(f"  {cell:>30}" for cell in cells))
+    kernel_sum = [sum(seconds for name, (_, seconds, _) in totals.items() if not name.startswith("copy")) * 1e3 * PER_READS / count
                   for _, totals, _, count in results]
-    print(f"{'all kernels':{width}}" + "".join(f"  {value:12.1f}{'':10}" for value in kernel_sum))
-    print(f"{'kernels busy (union)':{width}}" + "".join(f"  {value:12.1f}{'':10}" for value in busy_ms))
-    print(f"{'wall (one process)':{width}}" + "".join(f"  {1e3 * wall * PER_READS / count:12.1f}{'':10}" for _, _, wall, count in results))
+    print(f"{'all kernels':{width}}" + "".join(f"  {value:12.1f}{'':18}" for value in kernel_sum))
+    print(f"{'kernels busy (union)':{width}}" + "".join(f"  {value:12.1f}{'':18}" for value in busy_ms))
+    print(f"{'wall (one process)':{width}}" + "".join(f"  {1e3 * wall * PER_READS / count:12.1f}{'':18}" for _, _, wall, count in results))
     return 0
 
 
