@@ -325,8 +325,188 @@ __kernel void seed_windows(SEED_WINDOWS_PARAMETERS)
                     out_start, out_end, out_meta);
 }
 
-/* seed_windows with a work-group a read (see the header): global size reads x local size. */
-__kernel void seed_windows_grouped(SEED_WINDOWS_PARAMETERS, __local ulong *sorted)
+/* ---- seed_windows_grouped's window pass: the work-group's work-items share it ----
+ * The keys are split into one run of consecutive hits a work-item. Whether hit h opens a window
+ * depends on hits h - 1 and its chain's first hit only, so (1) each work-item finds the last
+ * chain start in its run, and a run's incoming chain start is the latest of the earlier runs';
+ * (2) each counts the windows opening in its run, and a run's first window's number is the sum of
+ * the earlier runs' counts; (3) each makes the windows opening in its run, walking a window past
+ * its run's end where it goes on. The best windows are then picked one at a time, each the best
+ * of the work-items' bests; the chosen are written in order, each run's from its place. */
+
+inline long key_diagonal(ulong k)
+{
+    return (long)((k >> OFFSET_BITS) % DIAGONAL_SPAN) - SHIFT;
+}
+
+/* Whether hit h (> 0) starts a chain: another strand or contig, or a diagonal more than MARGIN
+ * past hit h - 1's. */
+inline bool starts_chain(__global const ulong *key, uint h)
+{
+    ulong a = key[h - 1] >> OFFSET_BITS, b = key[h] >> OFFSET_BITS;
+    return a / DIAGONAL_SPAN != b / DIAGONAL_SPAN || (long)(b % DIAGONAL_SPAN) - (long)(a % DIAGONAL_SPAN) > MARGIN;
+}
+
+/* Whether hit h opens a window, given the start of the chain hit h - 1 is in (*chain, its
+ * diagonal *chain_diagonal); both move to h where h starts a chain. */
+inline bool opens_window(__global const ulong *key, uint h, uint *chain, long *chain_diagonal)
+{
+    if (h == 0 || starts_chain(key, h)) {
+        *chain = h;
+        *chain_diagonal = key_diagonal(key[h]);
+        return true;
+    }
+    return (key_diagonal(key[h]) - *chain_diagonal) / (MARGIN + 1) != (key_diagonal(key[h - 1]) - *chain_diagonal) / (MARGIN + 1);
+}
+
+/* The run of hits of work-item lid: [*from, *to). */
+inline void lane_run(uint count, uint lid, uint size, uint *from, uint *to)
+{
+    uint each = (count + size - 1) / size;
+    *from = min(count, lid * each);
+    *to = min(count, *from + each);
+}
+
+/* The best unpicked window (most weight, then first) of `strand` (2: either) among the group's
+ * `windows`, marked picked; returns whether there was one. `lanes`: 2 x size values. */
+inline bool pick_best(__global uint *meta, uint windows, uint strand, __local uint *lanes, uint lid, uint size)
+{
+    uint best = UINT_MAX, best_weight = 0;
+    for (uint w = lid; w < windows; w += size) {
+        uint m = meta[w];
+        if ((m & PICKED_BIT) || (strand < 2 && (m >> 31) != strand))
+            continue;
+        if (best == UINT_MAX || (m & WEIGHT_MASK) > best_weight) { /* w rises: the first of a weight stays */
+            best = w;
+            best_weight = m & WEIGHT_MASK;
+        }
+    }
+    lanes[lid] = best;
+    lanes[size + lid] = best_weight;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    best = UINT_MAX;
+    for (uint l = 0; l < size; ++l) {
+        uint w = lanes[l], weight = lanes[size + l];
+        if (w != UINT_MAX && (best == UINT_MAX || weight > best_weight || (weight == best_weight && w < best))) {
+            best = w;
+            best_weight = weight;
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* lanes is read by all before it is written again */
+    if (best != UINT_MAX && lid == 0)
+        meta[best] |= PICKED_BIT;
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    return best != UINT_MAX;
+}
+
+/* make_windows by the work-group (see above); `lanes`: 2 x size + 1 values of local memory. */
+inline void group_windows(__global const ulong *key, uint raw, uint r, uint first, __global const uint *read_lengths,
+                          __global const uint *contig_starts, __global const uint *contig_ends,
+                          __global uint *window_start, __global uint *window_end, __global uint *window_meta,
+                          __global uint *counts, __global uint *out_start, __global uint *out_end, __global uint *out_meta,
+                          __local uint *lanes, uint lid, uint size)
+{
+    if (lid == 0) { /* the dropped hits' keys sort last */
+        uint hits = raw;
+        while (hits > 0 && key[hits - 1] == ULONG_MAX)
+            --hits;
+        lanes[2 * size] = hits;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint hits = lanes[2 * size], from, to;
+    lane_run(hits, lid, size, &from, &to);
+    /* 1. The last chain start of each run (UINT_MAX: none), and the latest before this one. */
+    uint last = UINT_MAX;
+    for (uint h = from; h < to; ++h)
+        if (h == 0 || starts_chain(key, h))
+            last = h;
+    lanes[lid] = last;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint chain = 0;
+    for (uint l = 0; l < lid; ++l)
+        if (lanes[l] != UINT_MAX)
+            chain = lanes[l];
+    long chain_diagonal = hits > 0 ? key_diagonal(key[chain]) : 0;
+    /* 2. The windows opening in each run; this run's first window's number. */
+    uint opening = 0, c = chain;
+    long cd = chain_diagonal;
+    for (uint h = from; h < to; ++h)
+        opening += opens_window(key, h, &c, &cd);
+    lanes[size + lid] = opening;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint window = 0, windows = 0;
+    for (uint l = 0; l < size; ++l) {
+        window += l < lid ? lanes[size + l] : 0;
+        windows += lanes[size + l];
+    }
+    /* 3. The windows opening in this run, each walked to its end. */
+    long length = read_lengths[r];
+    __global uint *w_start = window_start + first, *w_end = window_end + first, *w_meta = window_meta + first;
+    uint seen[MASK_WORDS];
+    for (uint i = 0; i < MASK_WORDS; ++i)
+        seen[i] = 0;
+    uint h = from;
+    while (h < to) {
+        if (!opens_window(key, h, &chain, &chain_diagonal)) {
+            ++h; /* in the window of an earlier run */
+            continue;
+        }
+        ulong group = (key[h] >> OFFSET_BITS) / DIAGONAL_SPAN;
+        uint contig = (uint)(group % CONTIGS);
+        long start = key_diagonal(key[h]) - MARGIN, contig_start = contig_starts[contig];
+        uint weight = 0, end = h;
+        do {
+            uint offset = (uint)(key[end] & ((1ul << OFFSET_BITS) - 1)), bit = 1u << (offset & 31);
+            weight += (seen[offset >> 5] & bit) == 0;
+            seen[offset >> 5] |= bit;
+            ++end;
+        } while (end < hits && !opens_window(key, end, &chain, &chain_diagonal));
+        long contig_end = contig_ends[contig], stop = key_diagonal(key[end - 1]) + length + MARGIN;
+        w_start[window] = (uint)(start > contig_start ? start : contig_start);
+        w_end[window] = (uint)(stop < contig_end ? stop : contig_end);
+        w_meta[window] = (uint)(group / CONTIGS) << 31 | weight;
+        ++window;
+        for (uint i = h; i < end; ++i)
+            seen[(uint)(key[i] & ((1ul << OFFSET_BITS) - 1)) >> 5] = 0;
+        h = end; /* opens a window (tested again, with the same answer), or is past the run */
+    }
+    barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+    /* 4. More than LIMIT: the best LIMIT / 2 of each strand, then the best of the rest. */
+    if (windows > LIMIT) {
+        uint picked = 0;
+        for (uint strand = 0; strand < 2; ++strand)
+            for (uint n = 0; n < LIMIT / 2 && pick_best(w_meta, windows, strand, lanes, lid, size); ++n)
+                ++picked;
+        for (; picked < LIMIT; ++picked)
+            pick_best(w_meta, windows, 2, lanes, lid, size);
+    }
+    /* 5. The kept windows in order, each run of windows written from its place. */
+    lane_run(windows, lid, size, &from, &to);
+    uint kept = 0;
+    for (uint w = from; w < to; ++w)
+        kept += windows <= LIMIT || (w_meta[w] & PICKED_BIT);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    lanes[lid] = kept;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint place = 0;
+    for (uint l = 0; l < lid; ++l)
+        place += lanes[l];
+    for (uint w = from; w < to; ++w) {
+        uint m = w_meta[w];
+        if (windows > LIMIT && !(m & PICKED_BIT))
+            continue;
+        out_start[r * LIMIT + place] = w_start[w];
+        out_end[r * LIMIT + place] = w_end[w];
+        out_meta[r * LIMIT + place] = m & ~PICKED_BIT;
+        ++place;
+    }
+    if (lid == size - 1)
+        counts[r] = place;
+}
+
+/* seed_windows with a work-group a read (see the header): global size reads x local size;
+ * `lanes`: 2 x local size + 1 uints. */
+__kernel void seed_windows_grouped(SEED_WINDOWS_PARAMETERS, __local ulong *sorted, __local uint *lanes)
 {
     uint r = get_group_id(0), lid = get_local_id(0), size = get_local_size(0);
     if (r >= reads || (filtered && !only[r]))
@@ -355,43 +535,30 @@ __kernel void seed_windows_grouped(SEED_WINDOWS_PARAMETERS, __local ulong *sorte
         else
             key[i] = k;
     }
-    if (!in_local) {
-        barrier(CLK_GLOBAL_MEM_FENCE);
-        group_sort_global(key, raw, lid, size);
-        if (lid == 0) {
-            uint hits = raw;
-            while (hits > 0 && key[hits - 1] == ULONG_MAX)
-                --hits;
-            make_windows(key, hits, r, first, read_lengths, contig_starts, contig_ends, window_start, window_end, window_meta, counts,
-                         out_start, out_end, out_meta);
-        }
-        return;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    /* Bitonic sort, ascending: the sentinels (dropped hits, padding) last. */
-    for (uint run = 2; run <= padded; run <<= 1) {
-        for (uint step = run >> 1; step > 0; step >>= 1) {
-            for (uint i = lid; i < padded; i += size) {
-                uint partner = i ^ step;
-                if (partner > i) {
-                    ulong a = sorted[i], b = sorted[partner];
-                    if ((a > b) == ((i & run) == 0)) {
-                        sorted[i] = b;
-                        sorted[partner] = a;
+    if (in_local) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* Bitonic sort, ascending: the sentinels (dropped hits, padding) last. */
+        for (uint run = 2; run <= padded; run <<= 1) {
+            for (uint step = run >> 1; step > 0; step >>= 1) {
+                for (uint i = lid; i < padded; i += size) {
+                    uint partner = i ^ step;
+                    if (partner > i) {
+                        ulong a = sorted[i], b = sorted[partner];
+                        if ((a > b) == ((i & run) == 0)) {
+                            sorted[i] = b;
+                            sorted[partner] = a;
+                        }
                     }
                 }
+                barrier(CLK_LOCAL_MEM_FENCE);
             }
-            barrier(CLK_LOCAL_MEM_FENCE);
         }
+        for (uint i = lid; i < raw; i += size)
+            key[i] = sorted[i];
     }
-    for (uint i = lid; i < raw; i += size)
-        key[i] = sorted[i];
     barrier(CLK_GLOBAL_MEM_FENCE);
-    if (lid == 0) {
-        uint hits = raw;
-        while (hits > 0 && sorted[hits - 1] == ULONG_MAX)
-            --hits;
-        make_windows(key, hits, r, first, read_lengths, contig_starts, contig_ends, window_start, window_end, window_meta, counts,
-                     out_start, out_end, out_meta);
-    }
+    if (!in_local)
+        group_sort_global(key, raw, lid, size);
+    group_windows(key, raw, r, first, read_lengths, contig_starts, contig_ends, window_start, window_end, window_meta, counts,
+                  out_start, out_end, out_meta, lanes, lid, size);
 }

@@ -361,7 +361,7 @@ class DeviceWindows:
         # Grouped: one wavefront a read (its sort's steps are barriers apart) and its keys' local
         # memory; else two wavefronts of reads.
         self._group = work_group_size(self._kernel, device, wavefronts=1 if self.grouped else 2)
-        self._local = (cl.LocalMemory(8 * group_keys),) if self.grouped else ()
+        self._local = (cl.LocalMemory(8 * group_keys), cl.LocalMemory(4 * (2 * self._group + 1))) if self.grouped else ()
         mf = cl.mem_flags
         context = device.context
         flags = mf.READ_ONLY | mf.COPY_HOST_PTR
