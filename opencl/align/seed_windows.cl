@@ -41,12 +41,14 @@
  * memory (where a CPU's caches serve it). seed_windows_grouped: a work-group a read, for GPUs,
  * whose work-items heap-sorting each its own keys in global memory wait on scattered loads: the
  * group makes the read's keys side by side in local memory (a filtered hit's key is a sentinel,
- * above every key, that sorts last), bitonic-sorts them there, writes them back in order, and its
- * first work-item makes the windows from them as seed_windows does. A read with more hits than
- * GROUP_KEYS has its keys sorted by the group in global memory (group_sort_global), not by a
- * heap sort on one work-item: a repetitive read's 1,000-2,000 keys took that work-item ~20,000
- * dependent loads, and the launch lasted as long. A key never equals the sentinel ULONG_MAX:
- * DeviceWindows.fits keeps keys under 2^64 and a read offset under 2^OFFSET_BITS - 1.
+ * above every key, that sorts last), bitonic-sorts them there and writes them back in order; the
+ * group then makes the windows together (group_windows). A read with more hits than GROUP_KEYS
+ * has its keys sorted by the group in global memory (group_sort_global). Why: a repetitive
+ * read's 1,000-2,000 keys took one work-item ~20,000 dependent loads to heap-sort and as many
+ * steps to pass over, and a launch lasted as long as its longest read (H200, 1 Gbp human-like
+ * genome, bench/kernel_times.py: the longest launch 4.2 ms, 2.8 ms with the sort shared). A key
+ * never equals the sentinel ULONG_MAX: DeviceWindows.fits keeps keys under 2^64 and a read offset
+ * under 2^OFFSET_BITS - 1.
  */
 
 #define REVERSE_BIT 0x80000000u
