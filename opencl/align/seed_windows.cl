@@ -349,12 +349,11 @@ inline bool starts_chain(__global const ulong *key, uint h)
     return a / DIAGONAL_SPAN != b / DIAGONAL_SPAN || (long)(b % DIAGONAL_SPAN) - (long)(a % DIAGONAL_SPAN) > MARGIN;
 }
 
-/* Whether hit h opens a window, given the start of the chain hit h - 1 is in (*chain, its
- * diagonal *chain_diagonal); both move to h where h starts a chain. */
-inline bool opens_window(__global const ulong *key, uint h, uint *chain, long *chain_diagonal)
+/* Whether hit h opens a window, given the diagonal of the first hit of hit h - 1's chain
+ * (*chain_diagonal: h's where h starts a chain). */
+inline bool opens_window(__global const ulong *key, uint h, long *chain_diagonal)
 {
     if (h == 0 || starts_chain(key, h)) {
-        *chain = h;
         *chain_diagonal = key_diagonal(key[h]);
         return true;
     }
@@ -430,10 +429,10 @@ inline void group_windows(__global const ulong *key, uint raw, uint r, uint firs
             chain = lanes[l];
     long chain_diagonal = hits > 0 ? key_diagonal(key[chain]) : 0;
     /* 2. The windows opening in each run; this run's first window's number. */
-    uint opening = 0, c = chain;
-    long cd = chain_diagonal;
+    uint opening = 0;
+    long diagonal = chain_diagonal;
     for (uint h = from; h < to; ++h)
-        opening += opens_window(key, h, &c, &cd);
+        opening += opens_window(key, h, &diagonal);
     lanes[size + lid] = opening;
     barrier(CLK_LOCAL_MEM_FENCE);
     uint window = 0, windows = 0;
@@ -449,7 +448,7 @@ inline void group_windows(__global const ulong *key, uint raw, uint r, uint firs
         seen[i] = 0;
     uint h = from;
     while (h < to) {
-        if (!opens_window(key, h, &chain, &chain_diagonal)) {
+        if (!opens_window(key, h, &chain_diagonal)) {
             ++h; /* in the window of an earlier run */
             continue;
         }
@@ -462,7 +461,7 @@ inline void group_windows(__global const ulong *key, uint raw, uint r, uint firs
             weight += (seen[offset >> 5] & bit) == 0;
             seen[offset >> 5] |= bit;
             ++end;
-        } while (end < hits && !opens_window(key, end, &chain, &chain_diagonal));
+        } while (end < hits && !opens_window(key, end, &chain_diagonal));
         long contig_end = contig_ends[contig], stop = key_diagonal(key[end - 1]) + length + MARGIN;
         w_start[window] = (uint)(start > contig_start ? start : contig_start);
         w_end[window] = (uint)(stop < contig_end ? stop : contig_end);
