@@ -10,6 +10,8 @@
  *                 packed 16-bit lanes (see its section below).
  *   sw_score_teams  sw_score_twins' results, a team of work-items a twin, one tile each (only
  *                 when the program is built with LAST_ROWS; see its section).
+ *   sw_traceback_teams  sw_traceback's results, a team of work-items a pair, one tile each (with
+ *                 sw_score_teams in the LAST_ROWS programs; see its section).
  *
  * The recurrences (Gotoh), read = rows i = 1..m, window = columns j = 1..n, s = substitution
  * score, OE = GAP_OPEN + GAP_EXTEND (a gap of k bases costs GAP_OPEN + k * GAP_EXTEND):
@@ -148,6 +150,44 @@ typedef struct {
     uint window_end;
 } Best;
 
+/* Cell t of a tile's column: from `diagonal` (H[i - 1][j - 1] - OPEN_EXTEND), `up` (H[i - 1][j]
+ * - OPEN_EXTEND), `f` (F[i - 1][j]), hoe[t] and e[t] (the cell's left), and the profile's
+ * pair_scores. Sets h (H[i][j]) and moves diagonal, up and f down to row i; with `record`, ORs
+ * the cell's 4 direction bits into `bits`. A macro: sweep_tile and sw_traceback_teams share it
+ * with nothing left for the compiler to fold. */
+#if END_TO_END
+#define SW_FLOOR(h)
+#define SW_RECORDED_FLOOR(h, source)
+#else
+#define SW_FLOOR(h) h = max(h, 0);
+#define SW_RECORDED_FLOOR(h, source) if (h <= 0) { h = 0; source = SOURCE_START; }
+#endif
+#define SW_CELL(t, record)                                                                      \
+    {                                                                                           \
+        int s = ((t) & 1u) ? pair_scores[(t) / 2].y : pair_scores[(t) / 2].x; /* + OPEN_EXTEND */ \
+        int e_open = hoe[t], e_extend = e[t] - GAP_EXTEND;                                      \
+        int f_open = up, f_extend = f - GAP_EXTEND;                                             \
+        int e_new = max(e_open, e_extend);                                                      \
+        int f_new = max(f_open, f_extend);                                                      \
+        h = diagonal + s;                                                                       \
+        if (record) {                                                                           \
+            uint source = SOURCE_DIAGONAL;                                                      \
+            if (e_new > h) { h = e_new; source = SOURCE_DELETION; }                             \
+            if (f_new > h) { h = f_new; source = SOURCE_INSERTION; }                            \
+            SW_RECORDED_FLOOR(h, source)                                                        \
+            source |= (e_extend > e_open ? E_EXTENDS : 0u) | (f_extend > f_open ? F_EXTENDS : 0u); \
+            bits |= (DIRECTION_T)source << (4 * (t));                                           \
+        } else {                                                                                \
+            h = max(h, max(e_new, f_new));                                                      \
+            SW_FLOOR(h)                                                                         \
+        }                                                                                       \
+        diagonal = hoe[t];                                                                      \
+        hoe[t] = h - OPEN_EXTEND;                                                               \
+        e[t] = e_new;                                                                           \
+        f = f_new;                                                                              \
+        up = hoe[t];                                                                            \
+    }
+
 /* One tile: rows tile * READ_TILE + 1 .. + rows, across all n columns. `last` is the read's last
  * tile (rows may be short of READ_TILE; it writes no boundary). Inlined with literal `record`
  * and, for full tiles, literal rows, so the masks and the direction code fold away. */
@@ -202,32 +242,8 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
         int last_row = NEG;
 #pragma unroll
         for (uint t = 0; t < READ_TILE; ++t) {
-            int s = (t & 1u) ? pair_scores[t / 2].y : pair_scores[t / 2].x;  /* s + OPEN_EXTEND */
-            int e_open = hoe[t], e_extend = e[t] - GAP_EXTEND;
-            int f_open = up, f_extend = f - GAP_EXTEND;
-            int e_new = max(e_open, e_extend);
-            int f_new = max(f_open, f_extend);
-            int h = diagonal + s;
-            if (record) {
-                uint source = SOURCE_DIAGONAL;
-                if (e_new > h) { h = e_new; source = SOURCE_DELETION; }
-                if (f_new > h) { h = f_new; source = SOURCE_INSERTION; }
-#if !END_TO_END
-                if (h <= 0) { h = 0; source = SOURCE_START; }
-#endif
-                source |= (e_extend > e_open ? E_EXTENDS : 0u) | (f_extend > f_open ? F_EXTENDS : 0u);
-                bits |= (DIRECTION_T)source << (4 * t);
-            } else {
-                h = max(h, max(e_new, f_new));
-#if !END_TO_END
-                h = max(h, 0);
-#endif
-            }
-            diagonal = hoe[t];
-            hoe[t] = h - OPEN_EXTEND;
-            e[t] = e_new;
-            f = f_new;
-            up = hoe[t];
+            int h;
+            SW_CELL(t, record)
 #if END_TO_END
             if (last && t == rows - 1) last_row = h;
 #else
@@ -300,7 +316,7 @@ inline Best sweep(const bool record, __global const uchar *read, uint m, __globa
     return best;
 }
 
-#ifndef LAST_ROWS  /* a teams program holds sw_score_teams alone */
+#ifndef LAST_ROWS  /* a teams program holds the teams' kernels alone */
 __kernel void sw_score(__global const uchar *read_codes, __global const uint *read_offsets,
                        __global const uint *read_lengths, __global const uchar *window_codes,
                        __global const ulong *window_offsets, __global const uint *window_lengths,
@@ -755,30 +771,12 @@ inline void push_op(__global uint *cigar, uint *used, uint *run_op, uint *run_le
     *run_length += length;
 }
 
-#ifndef LAST_ROWS  /* a teams program holds sw_score_teams alone */
-__kernel void sw_traceback(__global const uchar *read_codes, __global const uint *read_offsets,
-                           __global const uint *read_lengths, __global const uchar *window_codes,
-                           __global const ulong *window_offsets, __global const uint *window_lengths,
-                           __global const uchar *ambiguous,
-                           __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
-                           __global BOUNDARY_T *boundary, __local short2 *profile,
-                           __global DIRECTION_T *directions, __global const ulong *direction_offsets,
-                           __global const uint *direction_columns,
-                           __global uint *cigar, __global const uint *cigar_offsets, __global int *trace_results)
+/* The walk back from `best` over a pair's direction words, word (tile, column j >= 1) at
+ * words[tile * tile_step + (j - 1) * column_step]; writes the CIGAR to `out` and the pair's
+ * six trace_results (pair `slot` of `count`). */
+inline void walk_back(__global const DIRECTION_T *words, size_t tile_step, size_t column_step, Best best, uint m,
+                      __global uint *out, __global int *trace_results, uint count, uint slot)
 {
-    uint gid = get_global_id(0);
-    if (gid >= count)
-        return;
-    uint local_size = get_local_size(0), lid = get_local_id(0), group = get_group_id(0);
-    uint read = pair_reads[gid], window = pair_windows[gid];
-    uint m = read_lengths[read];
-    __global DIRECTION_T *mine = directions + direction_offsets[group] + lid;
-    uint columns = direction_columns[group];
-    Best best = sweep(true, read_codes + read_offsets[read], m, window_codes, ambiguous, window_offsets[window],
-                      window_lengths[window], boundary, get_global_size(0), gid, profile + lid, local_size,
-                      mine, columns);
-
-    __global uint *out = cigar + cigar_offsets[gid];
     uint used = 0, run_op = 0, run_length = 0;
 #if !END_TO_END
     push_op(out, &used, &run_op, &run_length, OP_S, m - best.read_end);
@@ -794,7 +792,7 @@ __kernel void sw_traceback(__global const uchar *read_codes, __global const uint
             break;
         }
         uint row = i - 1;
-        uint cell = (uint)(mine[((size_t)(row / READ_TILE) * columns + j - 1) * local_size] >> (4 * (row % READ_TILE))) & 15u;
+        uint cell = (uint)(words[(row / READ_TILE) * tile_step + (j - 1) * column_step] >> (4 * (row % READ_TILE))) & 15u;
         if (state == SOURCE_DIAGONAL) {
             uint source = cell & 3u;
             if (source == SOURCE_START)
@@ -828,11 +826,177 @@ __kernel void sw_traceback(__global const uchar *read_codes, __global const uint
         out[a] = out[b - 1];
         out[b - 1] = swap;
     }
-    trace_results[gid] = best.score;
-    trace_results[count + gid] = (int)i;
-    trace_results[2 * count + gid] = (int)best.read_end;
-    trace_results[3 * count + gid] = (int)j;
-    trace_results[4 * count + gid] = (int)best.window_end;
-    trace_results[5 * count + gid] = (int)used;
+    trace_results[slot] = best.score;
+    trace_results[count + slot] = (int)i;
+    trace_results[2 * count + slot] = (int)best.read_end;
+    trace_results[3 * count + slot] = (int)j;
+    trace_results[4 * count + slot] = (int)best.window_end;
+    trace_results[5 * count + slot] = (int)used;
+}
+
+#ifndef LAST_ROWS  /* a teams program holds the teams' kernels alone */
+__kernel void sw_traceback(__global const uchar *read_codes, __global const uint *read_offsets,
+                           __global const uint *read_lengths, __global const uchar *window_codes,
+                           __global const ulong *window_offsets, __global const uint *window_lengths,
+                           __global const uchar *ambiguous,
+                           __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+                           __global BOUNDARY_T *boundary, __local short2 *profile,
+                           __global DIRECTION_T *directions, __global const ulong *direction_offsets,
+                           __global const uint *direction_columns,
+                           __global uint *cigar, __global const uint *cigar_offsets, __global int *trace_results)
+{
+    uint gid = get_global_id(0);
+    if (gid >= count)
+        return;
+    uint local_size = get_local_size(0), lid = get_local_id(0), group = get_group_id(0);
+    uint read = pair_reads[gid], window = pair_windows[gid];
+    uint m = read_lengths[read];
+    __global DIRECTION_T *mine = directions + direction_offsets[group] + lid;
+    uint columns = direction_columns[group];
+    Best best = sweep(true, read_codes + read_offsets[read], m, window_codes, ambiguous, window_offsets[window],
+                      window_lengths[window], boundary, get_global_size(0), gid, profile + lid, local_size,
+                      mine, columns);
+    walk_back(mine, (size_t)columns * local_size, local_size, best, m, cigar + cigar_offsets[gid], trace_results, count, gid);
+}
+#endif
+
+#ifdef LAST_ROWS
+/* ------------------------------------------------------------------------------------------
+ * sw_traceback_teams: sw_traceback's results, a team of work-items a pair, one tile each.
+ *
+ * sw_traceback sweeps a pair's tiles one after another on one work-item: a launch of a chunk's
+ * few tens of thousands of pairs holds few warps, and lasts as long as one pair's whole sweep.
+ * Here, as in sw_score_teams (one pair in 32-bit scores rather than a twin in 16-bit lanes),
+ * member k of a team holds tile k and the members sweep the columns a step apart, passing their
+ * last row (H - OPEN_EXTEND, F) down through local memory. Each cell is sweep_tile's (SW_CELL),
+ * rows past the read included (they change no best: see sw_score_teams), and a member's best
+ * moves as sweep_tile's does; member 0 merges the bests in tile order and walks back.
+ *
+ * A pair's direction words lie by step: word (tile t, column j) at (j - 1 + t) * tiles + t from
+ * direction_offsets[pair], so a step's members write side by side. Local memory: `profile`,
+ * short2[5 * READ_TILE / 2 * local size] (sweep_tile's layout); `scratch`, int2[2 * local size
+ * + 2]. Pair p is team p % (local size / team) of work-group p / (local size / team).
+ * ------------------------------------------------------------------------------------------ */
+__kernel void sw_traceback_teams(__global const uchar *read_codes, __global const uint *read_offsets,
+                                 __global const uint *read_lengths, __global const uchar *window_codes,
+                                 __global const ulong *window_offsets, __global const uint *window_lengths,
+                                 __global const uchar *ambiguous,
+                                 __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+                                 const uint team, __local short2 *profile, __local int2 *scratch,
+                                 __global DIRECTION_T *directions, __global const ulong *direction_offsets,
+                                 __global uint *cigar, __global const uint *cigar_offsets, __global int *trace_results)
+{
+    uint lid = get_local_id(0), group_size = get_local_size(0), teams = group_size / team;
+    uint member = lid % team, pair = get_group_id(0) * teams + lid / team;
+    __local int2 *exchange = scratch;  /* [2][group size] */
+    __local uint *most_steps = (__local uint *)(scratch + 2 * group_size);
+    uint m = 0, n = 0;
+    ulong start = 0;
+    __global const uchar *read = read_codes;
+    __global DIRECTION_T *words = directions;
+    if (lid / team < teams && pair < count) {
+        m = read_lengths[pair_reads[pair]];
+        n = window_lengths[pair_windows[pair]];
+        start = window_offsets[pair_windows[pair]];
+        read = read_codes + read_offsets[pair_reads[pair]];
+        words = directions + direction_offsets[pair];
+    }
+    uint tiles = (m + READ_TILE - 1) / READ_TILE;
+    const bool working = member < tiles, last = member + 1 == tiles;
+    if (lid == 0)
+        *most_steps = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (working && member == 0)
+        atomic_max(most_steps, n + tiles - 1);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint steps = *most_steps;
+
+    uint i0 = member * READ_TILE, rows = last ? LAST_ROWS : READ_TILE;
+    int hoe[READ_TILE], e[READ_TILE];
+    uint read_code[READ_TILE];
+#pragma unroll
+    for (uint t = 0; t < READ_TILE; ++t) {
+        read_code[t] = working && t < rows ? min((uint)read[i0 + t], 4u) : 4u;
+        hoe[t] = first_column(i0 + t + 1) - OPEN_EXTEND;
+        e[t] = NEG;
+    }
+    __local short2 *mine = profile + lid;
+    for (uint w = 0; w < 5u; ++w) {
+#pragma unroll
+        for (uint k = 0; k < PROFILE_WORDS; ++k)
+            mine[(w * PROFILE_WORDS + k) * group_size] =
+                (short2)((short)(substitution(read_code[2 * k], w) + OPEN_EXTEND),
+                         (short)(substitution(read_code[2 * k + 1], w) + OPEN_EXTEND));
+    }
+    Best best = no_best(m);
+    int diagonal_top = first_column(i0) - OPEN_EXTEND;
+    for (uint s = 0; s < steps; ++s) {
+        uint j = s + 1 - member;  /* wraps below 1 before the member's first step */
+        if (working && j - 1u < n) {
+            uint window_code = window_base(window_codes, ambiguous, start + j - 1);
+            int up = first_column(0) - OPEN_EXTEND, f = NEG;  /* the row above: H - OPEN_EXTEND, and F */
+            if (member > 0) {
+                int2 top = exchange[((s - 1) & 1) * group_size + lid - 1];
+                up = top.x;
+                f = top.y;
+            }
+            int diagonal = diagonal_top;
+            diagonal_top = up;
+            __local short2 *scores = mine + window_code * PROFILE_WORDS * group_size;
+            short2 pair_scores[PROFILE_WORDS];
+#pragma unroll
+            for (uint k = 0; k < PROFILE_WORDS; ++k)
+                pair_scores[k] = scores[k * group_size];
+            DIRECTION_T bits = 0;
+            int column_best = NEG, last_row = NEG;
+#pragma unroll
+            for (uint t = 0; t < READ_TILE; ++t) {
+                int h;
+                SW_CELL(t, true)
+                column_best = max(column_best, h);
+                if (t == LAST_ROWS - 1)
+                    last_row = h;
+            }
+            exchange[(s & 1) * group_size + lid] = (int2)(hoe[READ_TILE - 1], f);
+            words[(size_t)(j - 1 + member) * tiles + member] = bits;
+#if END_TO_END
+            if (last && last_row > best.score) {
+                best.score = last_row;
+                best.window_end = j;
+            }
+#else
+            if (last)
+                column_best = max(column_best, last_row + END_BONUS(true, 0u, 1u, last_row));
+            if (column_best > best.score || (column_best == best.score && j < best.window_end)) {
+                uint row = 0;
+#pragma unroll
+                for (int t = READ_TILE - 1; t >= 0; --t)
+                    if (hoe[t] + END_BONUS(last, (uint)t, rows, hoe[t] + OPEN_EXTEND) == column_best - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
+                best.score = column_best;
+                best.read_end = i0 + row + 1;
+                best.window_end = j;
+            }
+#endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    /* Every member's words written (global) and bests (local, over the exchange, done with). */
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    __local int *bests = (__local int *)scratch;  /* 3 a work-item */
+    if (working) {
+        bests[3 * lid] = best.score;
+        bests[3 * lid + 1] = (int)best.read_end;
+        bests[3 * lid + 2] = (int)best.window_end;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid / team < teams && pair < count && member == 0) {
+        for (uint k = 1; k < tiles; ++k) {
+            __local const int *theirs = bests + 3 * (lid + k);
+            Best other = {theirs[0], (uint)theirs[1], (uint)theirs[2]};
+            if (better_best(other, best))
+                best = other;
+        }
+        walk_back(words, tiles + 1, tiles, best, m, cigar + cigar_offsets[pair], trace_results, count, pair);
+    }
 }
 #endif

@@ -357,7 +357,8 @@ def test_twins_pair_equal_read_lengths():
 def test_twins_with_windows_of_other_lengths(device, scoring, kernel):
     """Reads of a few lengths (so most twins are two pairs) against windows of any length,
     empty ones and ones with N included, an odd count of pairs, and tandem repeats against
-    tandem repeats (equal optima at many columns, in several tiles): the same as the reference."""
+    tandem repeats (equal optima at many columns, in several tiles): the same as the reference,
+    scores and (the teams) tracebacks."""
     rng = np.random.default_rng(17 + scoring.match)
     count = 301
     lengths = rng.choice(TEAM_LENGTHS if "teams" in kernel else [0, 1, 15, 16, 17, 100, 150], count)
@@ -379,6 +380,10 @@ def test_twins_with_windows_of_other_lengths(device, scoring, kernel):
     aligner = SmithWaterman(device, scoring, **KERNELS[kernel])
     assert scoring.fits_packed_lanes(150, 400)
     assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
+    if kernel == "teams":  # and the traceback's teams (sw_traceback_teams), a pair a team
+        traced = aligner.traceback(*arrays)
+        assert_same(traced, reference.traceback(scoring, *arrays), TRACE_NAMES)
+        check_invariants(scoring, arrays, traced)
 
 
 def test_twins_fall_back_when_scores_do_not_fit_16_bit_lanes(device):

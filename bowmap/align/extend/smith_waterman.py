@@ -158,10 +158,11 @@ class SmithWaterman:
     operations; it defaults to whether the device is an NVIDIA GPU of compute capability 9.0 or
     later. ``packed_scores`` defaults to True: the twins ran 3x (local) to 3.5x (end-to-end) the
     one-pair kernel on PoCL (bench/smith_waterman.py) and faster on an H200 (see the README).
-    ``teams``: the twins run as ``sw_score_teams``, a work-item a tile, the tiles of a twin a
-    column apart, where a work-group holds a twin's tiles; by default on GPUs, where a launch of
-    ``sw_score_twins`` lasts as long as its longest twin's whole sweep on one work-item (CPUs
-    run a work-group's steps one after another between barriers: the twins are faster there).
+    ``teams``: the twins run as ``sw_score_teams`` and the tracebacks as ``sw_traceback_teams``,
+    a work-item a tile, the tiles of a twin (a pair) a column apart, where a work-group holds
+    its tiles; by default on GPUs, where a launch of ``sw_score_twins`` or ``sw_traceback``
+    lasts as long as its longest pair's whole sweep on one work-item (CPUs run a work-group's
+    steps one after another between barriers: one work-item a pair is faster there).
     """
 
     def __init__(self, device: DeviceContext, scoring: Scoring, queue: cl.CommandQueue | None = None,
@@ -202,7 +203,7 @@ class SmithWaterman:
 
     def _kernel(self, name: str, wide: bool, windows=None, last_rows: int | None = None):
         """The kernel for 16- or 32-bit boundary scores and for window codes given as bytes or
-        as a PackedText (with or without an ambiguity mask); ``sw_score_teams`` is built for
+        as a PackedText (with or without an ambiguity mask); the teams' kernels are built for
         one ``last_rows`` (the read's rows in its last tile) a program."""
         packed = isinstance(windows, PackedText)
         key = (wide, packed, packed and windows.masked, last_rows)
@@ -214,14 +215,15 @@ class SmithWaterman:
                 f"-DPACKED_ASM={int(self.packed_asm)}",
             ) + (() if last_rows is None else (f"-DLAST_ROWS={last_rows}",)) + self._compiler_options
             program = self.device.program(SOURCE, options)
-            names = ("sw_score", "sw_traceback", "sw_score_twins") if last_rows is None else ("sw_score_teams",)
+            names = ("sw_score", "sw_traceback", "sw_score_twins") if last_rows is None else ("sw_score_teams", "sw_traceback_teams")
             kernels = self._kernels[key] = {kernel_name: make_kernel(program, kernel_name) for kernel_name in names}
             if last_rows is None:
                 for kernel_name in names:
                     kernels["group_" + kernel_name] = self._work_group_size(kernels[kernel_name], kernel_name != "sw_score_twins")
             else:  # the teams' work-groups: a multiple of the first, at most the second
-                kernels["group_sw_score_teams"] = tuple(kernels["sw_score_teams"].get_work_group_info(which, self.device.device) for which in (
-                    cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, cl.kernel_work_group_info.WORK_GROUP_SIZE))
+                for kernel_name in names:
+                    kernels["group_" + kernel_name] = tuple(kernels[kernel_name].get_work_group_info(which, self.device.device) for which in (
+                        cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, cl.kernel_work_group_info.WORK_GROUP_SIZE))
         return kernels[name], kernels["group_" + name]
 
     def _work_group_size(self, kernel, profiled: bool = True) -> int:
@@ -364,12 +366,23 @@ class SmithWaterman:
         """Launches ``sw_score_teams`` on the twins it takes, one launch for each number of rows
         in the read's last tile; returns the others (empty reads, reads of more tiles than a
         work-group holds), as indexes into ``first`` and ``second``."""
-        m = pairs.m[first]
+        taken = np.zeros(len(first), dtype=bool)
+        for kernel, these, team, group in self._team_launches("sw_score_teams", False, pairs.window_codes, pairs.m[first]):
+            groups = -(-len(these) // (group // team))
+            self._launch_twins(kernel, (groups * group,), (group,), pairs, sequences, first[these], second[these], reads, parts,
+                               np.uint32(team), cl.LocalMemory(8 * (3 * group + 1)))
+            taken[these] = True
+        return np.flatnonzero(~taken)
+
+    def _team_launches(self, name: str, wide: bool, windows, m: np.ndarray):
+        """The teams kernel ``name``'s launches over reads of lengths ``m``, one for each count
+        of rows in the read's last tile: yields (kernel, the indexes into ``m`` it takes, team
+        size, work-group size). Empty reads and reads of more tiles than a work-group holds are
+        left out."""
         tile = self.read_tile
         last_rows = (m - 1) % tile + 1
-        taken = np.zeros(len(first), dtype=bool)
         for rows in np.unique(last_rows[m > 0]):
-            kernel, (multiple, largest) = self._kernel("sw_score_teams", False, pairs.window_codes, int(rows))
+            kernel, (multiple, largest) = self._kernel(name, wide, windows, int(rows))
             these = np.flatnonzero((last_rows == rows) & (m > 0) & (m <= largest * tile))
             if len(these) == 0:
                 continue
@@ -377,12 +390,7 @@ class SmithWaterman:
             # As many teams as fit the fewest wavefronts that hold one (150-base reads: 10 tiles, 3
             # teams in 32 work-items on NVIDIA). Whole teams in whole wavefronts (16 teams in 160)
             # ran 11% slower on an H200 (bench/smith_waterman.py): every step's barrier waits for 5 warps.
-            group = min(largest, -(-team // multiple) * multiple)
-            groups = -(-len(these) // (group // team))
-            self._launch_twins(kernel, (groups * group,), (group,), pairs, sequences, first[these], second[these], reads, parts,
-                               np.uint32(team), cl.LocalMemory(8 * (3 * group + 1)))
-            taken[these] = True
-        return np.flatnonzero(~taken)
+            yield kernel, these, team, min(largest, -(-team // multiple) * multiple)
 
     def traceback(self, read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows):
         """Best alignment of every pair with its CIGAR:
@@ -400,57 +408,26 @@ class SmithWaterman:
             empty = np.zeros(0, dtype=np.int32)
             return empty, empty, empty, empty, empty, np.zeros(0, np.uint32), np.zeros(0, np.uint32), np.zeros(0, np.uint32)
         wide = self.scoring.needs_wide_scores(int(pairs.m[0]), int(pairs.n.max()))
-        kernel, group = self._kernel("sw_traceback", wide, pairs.window_codes)
-        element = 8 if wide else 4
-        word = self.read_tile // 2  # bytes of one (tile, column) direction word
-        tiles = -(-pairs.m // self.read_tile)
-        capacity = pairs.m + pairs.n + 2  # CIGAR operations a pair may need
         sequences = self._upload_sequences(pairs)
-        self._m = pairs.m
         results = np.zeros((6, count), dtype=np.int32)
-        # Direction words of work-group g: its most tiles x its longest window x group size.
-        all_groups = -(-count // group)
-        padded_tiles = np.zeros(all_groups * group, dtype=np.int64)
-        padded_columns = np.zeros(all_groups * group, dtype=np.int64)
-        padded_tiles[:count], padded_columns[:count] = tiles, pairs.n
-        all_group_columns = padded_columns.reshape(all_groups, group).max(axis=1)
-        all_group_words = padded_tiles.reshape(all_groups, group).max(axis=1) * all_group_columns * group
         # Pair i (launch order) writes its operations to row i of one (count x pitch) table that
         # every launch shares, and only the table's first columns come back: CIGAR_COLUMNS of
         # them with the scores (one synchronisation for all launches), the rest, up to the
         # longest CIGAR, only where some CIGAR is longer (a second one).
-        pitch = int(capacity.max())
+        pitch = int((pairs.m + pairs.n + 2).max())  # CIGAR operations a pair may need
         if count * pitch >= 2**32:
             raise BowmapError("too many CIGAR operations in one traceback")
         cigar_device = self._cigar.at_least(count * pitch * 4)
         head = np.empty((count, min(CIGAR_COLUMNS, pitch)), dtype=np.uint32)
         reads, parts = DeferredReads(self.queue), []
-        for start, stop, group_slice in self._launches(count, group, pairs.n, element, all_group_words * word):
-            size = stop - start
-            global_size = -(-size // group) * group
-            group_columns = all_group_columns[group_slice]
-            group_words = all_group_words[group_slice]
-            direction_offsets = (np.cumsum(group_words) - group_words).astype(np.uint64)
-            directions = self._directions.at_least(max(1, int(group_words.sum())) * word)
-            boundary = self._boundary.at_least((int(group_columns.max()) + 1) * global_size * element)
-            cigar_offsets = np.arange(start, stop, dtype=np.int64) * pitch
-            pair_buffers = [staging.upload(self.queue, array[start:stop]) for staging, array in
-                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
-            group_buffers = [staging.upload(self.queue, array) for staging, array in zip(
-                self._group_inputs, (direction_offsets, group_columns.astype(np.uint32), cigar_offsets.astype(np.uint32)))]
-            output = self._results.at_least(6 * size * 4)
-            self.last_kernel_events.append(kernel(
-                self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size),
-                boundary, cl.LocalMemory(self._profile_bytes(group)), directions, group_buffers[0], group_buffers[1],
-                cigar_device, group_buffers[2], output,
-            ))
-            part = np.empty((6, size), dtype=np.int32)
-            parts.append((part, start, stop))
-            reads.add(part, output)
+        launch = (pairs, sequences, wide, pitch, cigar_device, reads, parts)
+        rest = self._traceback_teams(*launch) if self.teams else np.arange(count)  # the pairs the teams do not take
+        if len(rest):
+            self._traceback_tiles(*launch, rest)
         reads.add_columns(head, cigar_device, pitch)
         reads.wait()
-        for part, start, stop in parts:
-            results[:, start:stop] = part
+        for part, slots in parts:
+            results[:, slots] = part
         rest = reads.add_rest(head, cigar_device, pitch, int(results[5].max()))  # CIGARs wider than the head, if any
         reads.wait()
         table = joined_columns(head, rest)
@@ -470,6 +447,74 @@ class SmithWaterman:
             cigar_ops, offsets.astype(np.uint32), lengths.astype(np.uint32),
         )
 
+
+    def _traceback_tiles(self, pairs: _Pairs, sequences, wide: bool, pitch: int, cigar_device, reads, parts, chosen) -> None:
+        """:meth:`traceback` of the pairs ``chosen`` (indexes, launch order) by ``sw_traceback``."""
+        kernel, group = self._kernel("sw_traceback", wide, pairs.window_codes)
+        element = 8 if wide else 4
+        word = self.read_tile // 2  # bytes of one (tile, column) direction word
+        count, m, n = len(chosen), pairs.m[chosen], pairs.n[chosen]
+        self._m = m
+        # Direction words of work-group g: its most tiles x its longest window x group size.
+        all_groups = -(-count // group)
+        padded_tiles = np.zeros(all_groups * group, dtype=np.int64)
+        padded_columns = np.zeros(all_groups * group, dtype=np.int64)
+        padded_tiles[:count], padded_columns[:count] = -(-m // self.read_tile), n
+        all_group_columns = padded_columns.reshape(all_groups, group).max(axis=1)
+        all_group_words = padded_tiles.reshape(all_groups, group).max(axis=1) * all_group_columns * group
+        for start, stop, group_slice in self._launches(count, group, n, element, all_group_words * word):
+            slots = chosen[start:stop]
+            global_size = -(-len(slots) // group) * group
+            group_columns = all_group_columns[group_slice]
+            group_words = all_group_words[group_slice]
+            direction_offsets = (np.cumsum(group_words) - group_words).astype(np.uint64)
+            directions = self._directions.at_least(max(1, int(group_words.sum())) * word)
+            boundary = self._boundary.at_least((int(group_columns.max()) + 1) * global_size * element)
+            pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
+                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            group_buffers = [staging.upload(self.queue, array) for staging, array in zip(
+                self._group_inputs, (direction_offsets, group_columns.astype(np.uint32), (slots * pitch).astype(np.uint32)))]
+            self._launch_traceback(kernel, global_size, group, slots, reads, parts, *sequences, *pair_buffers, np.uint32(len(slots)),
+                                   boundary, cl.LocalMemory(self._profile_bytes(group)), directions, group_buffers[0], group_buffers[1],
+                                   cigar_device, group_buffers[2])
+
+    def _traceback_teams(self, pairs: _Pairs, sequences, wide: bool, pitch: int, cigar_device, reads, parts) -> np.ndarray:
+        """:meth:`traceback` by ``sw_traceback_teams`` of the pairs it takes; returns the others
+        (indexes, launch order)."""
+        word = self.read_tile // 2
+        taken = np.zeros(len(pairs.m), dtype=bool)
+        for kernel, these, team, group in self._team_launches("sw_traceback_teams", wide, pairs.window_codes, pairs.m):
+            tiles = -(-pairs.m[these] // self.read_tile)
+            words = (pairs.n[these] + tiles - 1) * tiles  # a pair's direction words, laid out by step
+            ends = np.cumsum(words) * word
+            first = 0
+            while first < len(these):  # launches whose direction words fit scratch_bytes
+                last = max(first + 1, int(np.searchsorted(ends, self.scratch_bytes + (ends[first - 1] if first else 0), side="right")))
+                if last == first + 1 and words[first] * word > self.scratch_bytes:
+                    raise BowmapError(f"a traceback of a {int(pairs.m[these[first]])}-base read needs {int(words[first] * word)} "
+                                      f"bytes of scratch, more than the {self.scratch_bytes} allowed on {self.device.info.name}")
+                slots = these[first:last]
+                offsets = np.cumsum(words[first:last]) - words[first:last]
+                directions = self._directions.at_least(int(words[first:last].sum()) * word)
+                pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
+                                zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+                offset_buffers = [staging.upload(self.queue, array) for staging, array in zip(
+                    self._group_inputs, (offsets.astype(np.uint64), (slots * pitch).astype(np.uint32)))]
+                groups = -(-len(slots) // (group // team))
+                self._launch_traceback(kernel, groups * group, group, slots, reads, parts, *sequences, *pair_buffers,
+                                       np.uint32(len(slots)), np.uint32(team), cl.LocalMemory(self._profile_bytes(group)),
+                                       cl.LocalMemory(8 * (2 * group + 2)), directions, offset_buffers[0], cigar_device, offset_buffers[1])
+                first = last
+            taken[these] = True
+        return np.flatnonzero(~taken)
+
+    def _launch_traceback(self, kernel, global_size: int, group: int, slots, reads, parts, *arguments) -> None:
+        """One launch of a traceback kernel on the pairs ``slots`` (launch order); its six results
+        read into a new part."""
+        output = self._results.at_least(6 * len(slots) * 4)
+        self.last_kernel_events.append(kernel(self.queue, (global_size,), (group,), *arguments, output))
+        parts.append((np.empty((6, len(slots)), dtype=np.int32), slots))
+        reads.add(parts[-1][0], output)
 
 def cigar_scores(scoring: Scoring, score, read_start, read_end, read_length) -> np.ndarray:
     """The CIGAR's own score (what re-scoring the alignment gives) of alignments the kernels
