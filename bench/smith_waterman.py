@@ -9,7 +9,8 @@ against the NumPy reference exactly, times the reference on them (sequential CPU
   lane instructions on NVIDIA compute capability >= 9, and ``score2x16cl`` with OpenCL short2
   operations; elsewhere only the short2 one, named ``score2x16``), and by ``teams``, the 16-bit
   lanes with a work-item a tile of 16 read rows (``sw_score_teams``, the lanes as score2x16's);
-* traceback: ``SmithWaterman.traceback`` (sweep with direction bits + walk back) on --trace-pairs.
+* traceback: ``SmithWaterman.traceback`` (sweep with direction bits + walk back) on --trace-pairs,
+  a work-item a pair (``traceback``) and a work-item a tile (``trace_teams``, ``sw_traceback_teams``).
 
 GCUPS = read length x window length x pairs / seconds / 1e9; "kernel" is the device time of the
 launches (profiling events), "call" the wall time of the Python call with its transfers.
@@ -152,7 +153,7 @@ def main() -> int:
                 cells = read_length * (read_length + 2 * FLANK)
                 for end_to_end in (False, True):
                     scoring = Scoring(end_to_end=end_to_end)
-                    aligner = SmithWaterman(device, scoring, queue, packed_scores=False)
+                    aligner = SmithWaterman(device, scoring, queue, packed_scores=False, teams=False)
                     twins = SmithWaterman(device, scoring, queue, packed_scores=True, teams=False)
                     teams = SmithWaterman(device, scoring, queue, packed_scores=True, teams=True)
                     variants = [("score", args.pairs, aligner.best, aligner, OPS_PER_CELL[end_to_end]),
@@ -162,6 +163,7 @@ def main() -> int:
                         portable = SmithWaterman(device, scoring, queue, packed_scores=True, packed_asm=False)
                         variants.append(("score2x16cl", args.pairs, portable.best, portable, OPS_PER_CELL_2X16[end_to_end]))
                     variants.append(("traceback", args.trace_pairs, aligner.traceback, aligner, OPS_PER_CELL[end_to_end]))
+                    variants.append(("trace_teams", args.trace_pairs, teams.traceback, teams, OPS_PER_CELL[end_to_end]))
                     sample = subset(arrays, args.check)
                     started = time.perf_counter()
                     expected = reference.traceback(scoring, *sample)
@@ -170,13 +172,13 @@ def main() -> int:
                         ceiling = None if peak is None else peak / ops
                         chosen = subset(arrays, count)
                         result, kernel_seconds, call_seconds = timed(lambda: call(*chosen), owner, args.repeat)
-                        if name != "traceback":
+                        if not name.startswith("trace"):
                             check(name, result, (expected[0], expected[2], expected[4]), args.check)
                         else:
                             check(name, result[:5], expected[:5], args.check)
                             used = int(result[6][args.check]) if count > args.check else len(result[5])
                             if not np.array_equal(result[5][:used], expected[5]):
-                                raise BenchError("traceback: CIGARs differ from the NumPy reference")
+                                raise BenchError(f"{name}: CIGARs differ from the NumPy reference")
                         gcups = count * cells / kernel_seconds / 1e9
                         bound, ratio = ("n/a", "") if ceiling is None else (f"{ceiling:,.1f}", f"{gcups / ceiling:.3f}")
                         print(f"{read_length:>5} {read_length + 2 * FLANK:>6} {'end-to-end' if end_to_end else 'local':<10} "
