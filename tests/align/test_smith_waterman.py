@@ -393,3 +393,21 @@ def test_twins_fall_back_when_scores_do_not_fit_16_bit_lanes(device):
     arrays = make_pairs(np.random.default_rng(9), 17, 200, 50)
     aligner = SmithWaterman(device, scoring, packed_scores=True)
     assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
+
+
+def test_teams_by_default_take_local_calls_of_few_twins_only(device, monkeypatch):
+    """By default (on a GPU) local-mode scores go to the teams only while a call's twins are at
+    most TEAMS_TWINS_PER_UNIT a compute unit; end-to-end always; the results are the same."""
+    from bowmap.align.extend import smith_waterman as module
+
+    rng = np.random.default_rng(23)
+    arrays = make_pairs(rng, 40, 1, 20)  # reads of one base: one teams program to build
+    units = device.info.compute_units
+    for scoring, few, teamed in ((SCORINGS[0], True, True), (SCORINGS[0], False, False), (SCORINGS[1], False, True)):
+        monkeypatch.setattr(module, "TEAMS_TWINS_PER_UNIT", 40 // units + 1 if few else 1 / (4 * units))
+        aligner = SmithWaterman(device, scoring)
+        aligner.teams = True  # as on a GPU
+        calls = []
+        monkeypatch.setattr(aligner, "_teams", lambda *a, taken=aligner._teams: calls.append(1) or taken(*a))
+        assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
+        assert bool(calls) == teamed, (scoring, few)
