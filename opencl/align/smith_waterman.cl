@@ -188,6 +188,31 @@ typedef struct {
         up = hoe[t];                                                                            \
     }
 
+/* A tile's query profile (see the header) in `profile`, one work-item's, `stride` apart. */
+inline void fill_profile(__local short2 *profile, uint stride, const uint *read_code)
+{
+    for (uint w = 0; w < 5u; ++w) {
+#pragma unroll
+        for (uint k = 0; k < PROFILE_WORDS; ++k)
+            profile[(w * PROFILE_WORDS + k) * stride] =
+                (short2)((short)(substitution(read_code[2 * k], w) + OPEN_EXTEND),
+                         (short)(substitution(read_code[2 * k + 1], w) + OPEN_EXTEND));
+    }
+}
+
+/* Local mode: column j's best (column_best, over the tile's `rows` rows, end bonus included)
+ * becomes `best`, at its smallest row; the caller has found it better. Rare: off the cell loop. */
+inline void take_column(Best *best, int column_best, uint j, const int *hoe, const bool last, uint rows, uint i0)
+{
+    uint row = 0;
+#pragma unroll
+    for (int t = READ_TILE - 1; t >= 0; --t)
+        if (hoe[t] + END_BONUS(last, (uint)t, rows, hoe[t] + OPEN_EXTEND) == column_best - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
+    best->score = column_best;
+    best->read_end = i0 + row + 1;
+    best->window_end = j;
+}
+
 /* One tile: rows tile * READ_TILE + 1 .. + rows, across all n columns. `last` is the read's last
  * tile (rows may be short of READ_TILE; it writes no boundary). Inlined with literal `record`
  * and, for full tiles, literal rows, so the masks and the direction code fold away. */
@@ -211,13 +236,7 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
         hoe[t] = first_column(i0 + t + 1) - OPEN_EXTEND;
         e[t] = NEG;
     }
-    for (uint w = 0; w < 5u; ++w) {
-#pragma unroll
-        for (uint k = 0; k < PROFILE_WORDS; ++k)
-            profile[(w * PROFILE_WORDS + k) * local_size] =
-                (short2)((short)(substitution(read_code[2 * k], w) + OPEN_EXTEND),
-                         (short)(substitution(read_code[2 * k + 1], w) + OPEN_EXTEND));
-    }
+    fill_profile(profile, local_size, read_code);
     int diagonal_top = first_column(i0) - OPEN_EXTEND;  /* H[i0][j - 1] - OPEN_EXTEND */
     for (uint j = 1; j <= n; ++j) {
         uint window_code = window_base(window_codes, ambiguous, window_start + j - 1);
@@ -269,15 +288,8 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
         /* Tiles run before columns, ties go to the smaller column then the smaller row: a
          * later tile takes an equal score only at a smaller column. Rare, so the row search
          * costs nothing in the steady state. */
-        if (column_best > best->score || (column_best == best->score && j < best->window_end)) {
-            uint row = 0;
-#pragma unroll
-            for (int t = READ_TILE - 1; t >= 0; --t)
-                if (hoe[t] + END_BONUS(last, (uint)t, rows, hoe[t] + OPEN_EXTEND) == column_best - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
-            best->score = column_best;
-            best->read_end = i0 + row + 1;
-            best->window_end = j;
-        }
+        if (column_best > best->score || (column_best == best->score && j < best->window_end))
+            take_column(best, column_best, j, hoe, last, rows, i0);
 #endif
     }
 }
@@ -632,6 +644,18 @@ __kernel void sw_score_twins(__global const uchar *read_codes, __global const ui
     }
 #endif
 
+/* The steps of a work-group's teams: the most that any team's member 0 asks for (where `asks`). */
+inline uint team_steps(__local uint *most_steps, bool asks, uint steps, uint lid)
+{
+    if (lid == 0)
+        *most_steps = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (asks)
+        atomic_max(most_steps, steps);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return *most_steps;
+}
+
 inline bool better_best(Best a, Best b)
 {
     return a.score > b.score || (a.score == b.score && a.window_end < b.window_end);
@@ -667,13 +691,7 @@ __kernel void sw_score_teams(__global const uchar *read_codes, __global const ui
     }
     uint columns = max(n_a, n_b), tiles = (m + READ_TILE - 1) / READ_TILE;
     const bool working = member < tiles, last = member + 1 == tiles;
-    if (lid == 0)
-        *most_steps = 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (working && member == 0)
-        atomic_max(most_steps, columns + tiles - 1);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    uint steps = *most_steps;
+    uint steps = team_steps(most_steps, working && member == 0, columns + tiles - 1, lid);
 
     uint i0 = member * READ_TILE, rows = last ? LAST_ROWS : READ_TILE;
     uint lookup_a[READ_TILE], lookup_b[READ_TILE], hoe[READ_TILE], e[READ_TILE];
@@ -903,13 +921,7 @@ __kernel void sw_traceback_teams(__global const uchar *read_codes, __global cons
     }
     uint tiles = (m + READ_TILE - 1) / READ_TILE;
     const bool working = member < tiles, last = member + 1 == tiles;
-    if (lid == 0)
-        *most_steps = 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (working && member == 0)
-        atomic_max(most_steps, n + tiles - 1);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    uint steps = *most_steps;
+    uint steps = team_steps(most_steps, working && member == 0, n + tiles - 1, lid);
 
     uint i0 = member * READ_TILE, rows = last ? LAST_ROWS : READ_TILE;
     int hoe[READ_TILE], e[READ_TILE];
@@ -921,13 +933,7 @@ __kernel void sw_traceback_teams(__global const uchar *read_codes, __global cons
         e[t] = NEG;
     }
     __local short2 *mine = profile + lid;
-    for (uint w = 0; w < 5u; ++w) {
-#pragma unroll
-        for (uint k = 0; k < PROFILE_WORDS; ++k)
-            mine[(w * PROFILE_WORDS + k) * group_size] =
-                (short2)((short)(substitution(read_code[2 * k], w) + OPEN_EXTEND),
-                         (short)(substitution(read_code[2 * k + 1], w) + OPEN_EXTEND));
-    }
+    fill_profile(mine, group_size, read_code);
     Best best = no_best(m);
     int diagonal_top = first_column(i0) - OPEN_EXTEND;
     for (uint s = 0; s < steps; ++s) {
@@ -967,15 +973,8 @@ __kernel void sw_traceback_teams(__global const uchar *read_codes, __global cons
 #else
             if (last)
                 column_best = max(column_best, last_row + END_BONUS(true, 0u, 1u, last_row));
-            if (column_best > best.score || (column_best == best.score && j < best.window_end)) {
-                uint row = 0;
-#pragma unroll
-                for (int t = READ_TILE - 1; t >= 0; --t)
-                    if (hoe[t] + END_BONUS(last, (uint)t, rows, hoe[t] + OPEN_EXTEND) == column_best - OPEN_EXTEND && (uint)t < rows) row = (uint)t;
-                best.score = column_best;
-                best.read_end = i0 + row + 1;
-                best.window_end = j;
-            }
+            if (column_best > best.score || (column_best == best.score && j < best.window_end))
+                take_column(&best, column_best, j, hoe, last, rows, i0);
 #endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
