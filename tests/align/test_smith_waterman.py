@@ -411,3 +411,25 @@ def test_teams_by_default_take_local_calls_of_few_twins_only(device, monkeypatch
         monkeypatch.setattr(aligner, "_teams", lambda *a, taken=aligner._teams: calls.append(1) or taken(*a))
         assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
         assert bool(calls) == teamed, (scoring, few)
+
+
+def test_teams_calls_leave_numpy_ma_unimported(device):
+    """On NumPy 2.3+ a plain ``np.unique`` imports numpy.ma (62 ms a process on the H200, in the
+    first chunk of each of 15 host workers): the teams' calls group reads without it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, numpy as np\n"
+        "from bowmap.runtime.devices import open_devices\n"
+        "from bowmap.align.extend.smith_waterman import Scoring, SmithWaterman\n"
+        "aligner = SmithWaterman(open_devices(sys.argv[1])[0], Scoring(), teams=True)\n"
+        "codes = np.array([0, 1, 2, 3], np.uint8)\n"
+        "arrays = (codes, [0, 1], [1, 1], codes, [0, 2], [2, 2], [0, 1], [0, 1])\n"
+        "aligner.best(*arrays); aligner.traceback(*arrays)\n"
+        "print('numpy.ma' in sys.modules)\n"
+    )
+    spec = str(device.info.index)
+    done = subprocess.run([sys.executable, "-c", probe, spec], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

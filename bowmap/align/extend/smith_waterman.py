@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyopencl as cl
 
-from bowmap.runtime.arrays import lexsort, segment_ranges
+from bowmap.runtime.arrays import lexsort, segment_ranges, unique
 from bowmap.align.extend.packed_text import PackedText
 from bowmap.runtime.devices import (
     DeviceArray,
@@ -392,7 +392,7 @@ class SmithWaterman:
         left out."""
         tile = self.read_tile
         last_rows = (m - 1) % tile + 1
-        for rows in np.unique(last_rows[m > 0]):
+        for rows in unique(last_rows[m > 0]):  # not np.unique: on NumPy 2.3+ its first call imports numpy.ma (62 ms a process, H200)
             kernel, (multiple, largest) = self._kernel(name, wide, windows, int(rows))
             these = np.flatnonzero((last_rows == rows) & (m > 0) & (m <= largest * tile))
             if len(these) == 0:
