@@ -395,24 +395,6 @@ def test_twins_fall_back_when_scores_do_not_fit_16_bit_lanes(device):
     assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
 
 
-def test_teams_by_default_take_local_calls_of_few_twins_only(device, monkeypatch):
-    """By default (on a GPU) local-mode scores go to the teams only while a call's twins are at
-    most TEAMS_TWINS_PER_UNIT a compute unit; end-to-end always; the results are the same."""
-    from bowmap.align.extend import smith_waterman as module
-
-    rng = np.random.default_rng(23)
-    arrays = make_pairs(rng, 40, 1, 20)  # reads of one base: one teams program to build
-    units = device.info.compute_units
-    for scoring, few, teamed in ((SCORINGS[0], True, True), (SCORINGS[0], False, False), (SCORINGS[1], False, True)):
-        monkeypatch.setattr(module, "TEAMS_TWINS_PER_UNIT", 40 // units + 1 if few else 1 / (4 * units))
-        aligner = SmithWaterman(device, scoring)
-        aligner.teams = True  # as on a GPU
-        calls = []
-        monkeypatch.setattr(aligner, "_teams", lambda *a, taken=aligner._teams: calls.append(1) or taken(*a))
-        assert_same(aligner.best(*arrays), reference.best(scoring, *arrays), ("score", "read_end", "window_end"))
-        assert bool(calls) == teamed, (scoring, few)
-
-
 def test_teams_calls_leave_numpy_ma_unimported(device):
     """On NumPy 2.3+ a plain ``np.unique`` imports numpy.ma (62 ms a process on the H200, in the
     first chunk of each of 15 host workers): the teams' calls group reads without it."""

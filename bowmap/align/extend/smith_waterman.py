@@ -59,14 +59,6 @@ LONGEST_SEQUENCE = 1 << 20  # read or window length limit (int32 scores with SCO
 # short reads' alignments need a handful (40,000 of mason's 2x150 reads on chr20: at most 9); a wider CIGAR
 # costs one more read-back (of every traced row's remaining columns).
 CIGAR_COLUMNS = 16
-# Local mode, teams chosen by default: sw_score_teams runs a call's twins while they are fewer
-# than this many a compute unit, sw_score_twins from there on. The teams gain while a launch
-# holds fewer twins than the device runs at once (a twins launch then lasts its longest twin's
-# sweep); with more, their barriers and idle lanes cost more than they gain (H200, 132 units,
-# 150-base reads, bench/smith_waterman.py: 8,192 twins: teams 0.50 ms, twins 0.96; 131,072:
-# teams 6.15, twins 5.15; the two cross near 20,000). End-to-end the teams were faster at both
-# sizes (0.28 / 0.79, 3.36 / 4.53 ms): always taken.
-TEAMS_TWINS_PER_UNIT = 150
 
 
 def _as_u32(array, what: str) -> np.ndarray:
@@ -170,8 +162,11 @@ class SmithWaterman:
     a work-item a tile, the tiles of a twin (a pair) a column apart, where a work-group holds
     its tiles; by default on GPUs, where a launch of ``sw_score_twins`` or ``sw_traceback``
     lasts as long as its longest pair's whole sweep on one work-item (CPUs run a work-group's
-    steps one after another between barriers: one work-item a pair is faster there), and there
-    for local-mode scores only while a call's twins are few (TEAMS_TWINS_PER_UNIT).
+    steps one after another between barriers: one work-item a pair is faster there). Every
+    call's twins go to the teams, however many: bench/smith_waterman.py's 131,072 twins of
+    equal windows ran 19% faster as sw_score_twins, yet in runs the teams won (H200, 1 Gbp
+    human-like reads, bench/kernel_times.py: giving calls of over 150 twins a compute unit to
+    sw_score_twins took the scores from 15.6 to 20.2 ms per 100,000 reads).
     """
 
     def __init__(self, device: DeviceContext, scoring: Scoring, queue: cl.CommandQueue | None = None,
@@ -192,8 +187,6 @@ class SmithWaterman:
         self.packed_scores = True if packed_scores is None else bool(packed_scores)
         self.packed_asm = hopper if packed_asm is None else bool(packed_asm)
         self.teams = device.info.is_gpu if teams is None else bool(teams)
-        # The most twins a local-mode call gives the teams (None: all; see TEAMS_TWINS_PER_UNIT).
-        self._teams_up_to = TEAMS_TWINS_PER_UNIT * device.info.compute_units if teams is None and not scoring.end_to_end else None
         info = device.info
         self.scratch_bytes = scratch_bytes or min(info.max_allocation, max(1 << 24, info.global_memory // 8))
         self._kernels: dict[bool, dict[str, cl.Kernel]] = {}
@@ -342,7 +335,7 @@ class SmithWaterman:
         first, second = twins(pairs.m)
         reads = DeferredReads(self.queue)
         parts = []
-        if self.teams and (self._teams_up_to is None or len(first) <= self._teams_up_to):  # they leave some to sw_score_twins
+        if self.teams:  # the twins the teams do not take are left to sw_score_twins
             rest = self._teams(pairs, sequences, first, second, reads, parts)
             first, second = first[rest], second[rest]
         if len(first):
