@@ -273,6 +273,20 @@ def test_wide_scores_with_large_match(device):
     arrays = make_pairs(rng, 17, 200, 50)
     aligner = SmithWaterman(device, scoring)
     assert_same(aligner.traceback(*arrays), reference.traceback(scoring, *arrays), TRACE_NAMES)
+    # The traceback's teams with 32-bit scores too: reads of one count of rows in the last tile.
+    assert scoring.needs_wide_scores(150, 250)
+    reads, windows = [], []
+    for length in rng.choice([150, 166], 23):
+        window = rng.integers(0, 4, size=int(length) + 100, dtype=np.uint8)
+        read = window[50 : 50 + int(length)].copy()
+        changed = rng.random(len(read)) < 0.05
+        read[changed] = (read[changed] + 1) % 4
+        reads.append(read)
+        windows.append(window)
+    arrays = (*concatenate(reads), *concatenate(windows), np.arange(23, dtype=np.uint32), rng.permutation(23).astype(np.uint32))
+    teams = SmithWaterman(device, scoring, teams=True)
+    assert_same(teams.traceback(*arrays), reference.traceback(scoring, *arrays), TRACE_NAMES)
+    assert (True, False, False, 6) in teams._kernels  # the wide teams program ran
 
 
 def test_rejects_bad_input(device):
