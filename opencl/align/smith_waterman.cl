@@ -153,8 +153,8 @@ typedef struct {
 /* Cell t of a tile's column: from `diagonal` (H[i - 1][j - 1] - OPEN_EXTEND), `up` (H[i - 1][j]
  * - OPEN_EXTEND), `f` (F[i - 1][j]), hoe[t] and e[t] (the cell's left), and the profile's
  * pair_scores. Sets h (H[i][j]) and moves diagonal, up and f down to row i; with `record`, ORs
- * the cell's 4 direction bits into `bits`. A macro: sweep_tile and sw_traceback_teams share it
- * with nothing left for the compiler to fold. */
+ * the cell's 4 direction bits into `bits`. A macro over the caller's variables, not a function
+ * taking pointers to its register arrays: sweep_tile's code stays as it was written inline. */
 #if END_TO_END
 #define SW_FLOOR(h)
 #define SW_RECORDED_FLOOR(h, source)
