@@ -150,6 +150,13 @@ typedef struct {
     uint window_end;
 } Best;
 
+/* The first parameters of every kernel here: the reads, the windows (see "Buffers" above) and
+ * the `count` pairs. */
+#define SW_PAIR_PARAMETERS                                                                            \
+    __global const uchar *read_codes, __global const uint *read_offsets, __global const uint *read_lengths,  \
+    __global const uchar *window_codes, __global const ulong *window_offsets, __global const uint *window_lengths, \
+    __global const uchar *ambiguous, __global const uint *pair_reads, __global const uint *pair_windows, const uint count
+
 /* Cell t of a tile's column: from `diagonal` (H[i - 1][j - 1] - OPEN_EXTEND), `up` (H[i - 1][j]
  * - OPEN_EXTEND), `f` (F[i - 1][j]), hoe[t] and e[t] (the cell's left), and the profile's
  * pair_scores. Sets h (H[i][j]) and moves diagonal, up and f down to row i; with `record`, ORs
@@ -329,11 +336,7 @@ inline Best sweep(const bool record, __global const uchar *read, uint m, __globa
 }
 
 #ifndef LAST_ROWS  /* a teams program holds the teams' kernels alone */
-__kernel void sw_score(__global const uchar *read_codes, __global const uint *read_offsets,
-                       __global const uint *read_lengths, __global const uchar *window_codes,
-                       __global const ulong *window_offsets, __global const uint *window_lengths,
-                       __global const uchar *ambiguous,
-                       __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+__kernel void sw_score(SW_PAIR_PARAMETERS,
                        __global BOUNDARY_T *boundary, __local short2 *profile, __global int *results)
 {
     uint gid = get_global_id(0);
@@ -577,11 +580,7 @@ inline void twin_tile(uint tile, uint rows, const bool last, __global const ucha
 }
 
 #ifndef LAST_ROWS
-__kernel void sw_score_twins(__global const uchar *read_codes, __global const uint *read_offsets,
-                             __global const uint *read_lengths, __global const uchar *window_codes,
-                             __global const ulong *window_offsets, __global const uint *window_lengths,
-                             __global const uchar *ambiguous,
-                             __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+__kernel void sw_score_twins(SW_PAIR_PARAMETERS,
                              __global uint2 *boundary, __global int *results)
 {
     uint gid = get_global_id(0);
@@ -664,11 +663,7 @@ inline bool better_best(Best a, Best b)
 /* Local memory `scratch`: uint2[3 * local size + 1] (uint2: NVIDIA aligns a local argument
  * only to its own type's size). Twin g (pairs 2g and 2g + 1, as in
  * sw_score_twins) is team g % (local size / team) of work-group g / (local size / team). */
-__kernel void sw_score_teams(__global const uchar *read_codes, __global const uint *read_offsets,
-                             __global const uint *read_lengths, __global const uchar *window_codes,
-                             __global const ulong *window_offsets, __global const uint *window_lengths,
-                             __global const uchar *ambiguous,
-                             __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+__kernel void sw_score_teams(SW_PAIR_PARAMETERS,
                              const uint team, __local uint2 *scratch, __global int *results)
 {
     uint lid = get_local_id(0), group_size = get_local_size(0), teams = group_size / team;
@@ -853,11 +848,7 @@ inline void walk_back(__global const DIRECTION_T *words, size_t tile_step, size_
 }
 
 #ifndef LAST_ROWS  /* a teams program holds the teams' kernels alone */
-__kernel void sw_traceback(__global const uchar *read_codes, __global const uint *read_offsets,
-                           __global const uint *read_lengths, __global const uchar *window_codes,
-                           __global const ulong *window_offsets, __global const uint *window_lengths,
-                           __global const uchar *ambiguous,
-                           __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+__kernel void sw_traceback(SW_PAIR_PARAMETERS,
                            __global BOUNDARY_T *boundary, __local short2 *profile,
                            __global DIRECTION_T *directions, __global const ulong *direction_offsets,
                            __global const uint *direction_columns,
@@ -895,11 +886,7 @@ __kernel void sw_traceback(__global const uchar *read_codes, __global const uint
  * short2[5 * READ_TILE / 2 * local size] (sweep_tile's layout); `scratch`, int2[2 * local size
  * + 2]. Pair p is team p % (local size / team) of work-group p / (local size / team).
  * ------------------------------------------------------------------------------------------ */
-__kernel void sw_traceback_teams(__global const uchar *read_codes, __global const uint *read_offsets,
-                                 __global const uint *read_lengths, __global const uchar *window_codes,
-                                 __global const ulong *window_offsets, __global const uint *window_lengths,
-                                 __global const uchar *ambiguous,
-                                 __global const uint *pair_reads, __global const uint *pair_windows, const uint count,
+__kernel void sw_traceback_teams(SW_PAIR_PARAMETERS,
                                  const uint team, __local short2 *profile, __local int2 *scratch,
                                  __global DIRECTION_T *directions, __global const ulong *direction_offsets,
                                  __global uint *cigar, __global const uint *cigar_offsets, __global int *trace_results)
