@@ -32,21 +32,22 @@ def input_position(item) -> int | None:
 
 class Progress:
     def __init__(self, reads_path: str, enabled: bool):
-        from tqdm import tqdm
-
         self._positions: collections.deque = collections.deque()
         self._reads = 0
         self._handed = False  # set by the first item handed out
-        size = None
-        if enabled and reads_path != "-":
-            try:
-                size = os.path.getsize(reads_path) if os.path.isfile(reads_path) else None
-            except OSError:
-                size = None
-        self._bar = tqdm(desc="mapped", unit="B", unit_scale=True, unit_divisor=1024, total=size, disable=not enabled, leave=False)
+        self._bar = None  # no bar: tqdm is not even imported (15 ms of start-up on the H200)
         self._redirect = None
         if enabled:
+            from tqdm import tqdm
             from tqdm.contrib.logging import logging_redirect_tqdm
+
+            size = None
+            if reads_path != "-":
+                try:
+                    size = os.path.getsize(reads_path) if os.path.isfile(reads_path) else None
+                except OSError:
+                    size = None
+            self._bar = tqdm(desc="mapped", unit="B", unit_scale=True, unit_divisor=1024, total=size, leave=False)
 
             self._redirect = logging_redirect_tqdm(loggers=[logging.getLogger("bowmap")])
             self._redirect.__enter__()
@@ -54,12 +55,13 @@ class Progress:
     def handed_out(self, item) -> None:
         """A chunk, or a byte range of the file, went to the workers."""
         self._handed = True
-        self._positions.append(input_position(item))
+        if self._bar is not None:
+            self._positions.append(input_position(item))
 
     def written(self, reads: int) -> None:
         """The next chunk's SAM was written."""
         self._reads += reads
-        if self._bar.disable:
+        if self._bar is None:
             return
         position = self._positions.popleft() if self._positions else None
         if not self._handed and self._bar.unit == "B":  # no positions come: reads, no total, from the start
@@ -75,7 +77,8 @@ class Progress:
             self._bar.refresh()
 
     def close(self) -> None:
-        self._bar.close()
+        if self._bar is not None:
+            self._bar.close()
         if self._redirect is not None:
             self._redirect.__exit__(None, None, None)
             self._redirect = None
