@@ -230,9 +230,11 @@ def test_edge_cases(device, scoring, read_tile, kernel):
         assert (score[8], cigar(8)) == (27, "17M")
 
 
-def test_long_reads_wide_scores_and_split_launches(device):
+@pytest.mark.parametrize("teams", [False, True])
+def test_long_reads_wide_scores_and_split_launches(device, teams):
     """Reads up to 1024 with windows up to read + 2 x 256 (16-bit boundary scores still suffice
-    with the default scores); a small scratch cap forces several launches."""
+    with the default scores); a small scratch cap forces several launches (the traceback's
+    teams: several for each count of rows in the last tile)."""
     rng = np.random.default_rng(3)
     reads, windows = [], []
     for length, flank in ((1024, 256), (1000, 0), (513, 200)):
@@ -243,14 +245,15 @@ def test_long_reads_wide_scores_and_split_launches(device):
     sequences = (*concatenate(reads), *concatenate(windows))
     for scoring in (Scoring(), Scoring(end_to_end=True)):
         assert not scoring.needs_wide_scores(1024, 1536)
-        aligner = SmithWaterman(device, scoring)
+        aligner = SmithWaterman(device, scoring, teams=teams)
         group = aligner._kernel("sw_traceback", False)[1]
-        # Room for about 1.5 work-groups of the longest pair: several launches.
-        aligner.scratch_bytes = group * (64 * 1536 * 8 + 1537 * 8) * 3 // 2
+        # Room for about 1.5 work-groups of the longest pair: several launches (the teams: for
+        # three of the longest pairs' direction words, a step's tiles side by side).
+        aligner.scratch_bytes = 3 * (1536 + 63) * 64 * 8 if teams else group * (64 * 1536 * 8 + 1537 * 8) * 3 // 2
         repeats = np.arange(3 * group) % 4
         arrays = (*sequences, unique_reads[repeats], unique_windows[repeats])
         traced = aligner.traceback(*arrays)
-        assert len(aligner.last_kernel_events) >= 2
+        assert len(aligner.last_kernel_events) >= (6 if teams else 2)
         check_invariants(scoring, arrays, traced)
         expected = reference.traceback(scoring, *sequences, unique_reads, unique_windows)
         score, read_start, read_end, window_start, window_end, ops, offsets, lengths = traced
