@@ -197,6 +197,39 @@ inline uint round_keys(__global const uint *first, __global const uint *hit_posi
     return hits;
 }
 
+/* A key's parts: group (strand x CONTIGS + contig), diagonal and read offset. */
+inline ulong key_group(ulong k)
+{
+    return (k >> OFFSET_BITS) / DIAGONAL_SPAN;
+}
+
+inline long key_diagonal(ulong k)
+{
+    return (long)((k >> OFFSET_BITS) % DIAGONAL_SPAN) - SHIFT;
+}
+
+inline uint key_offset(ulong k)
+{
+    return (uint)(k & ((1ul << OFFSET_BITS) - 1));
+}
+
+/* The windows kept (all, or those picked where there are more than LIMIT) of windows from ..
+ * to - 1, written from out place `place` of read r on; returns the place after them. */
+inline uint write_kept(__global const uint *w_start, __global const uint *w_end, __global const uint *w_meta, uint windows,
+                       uint from, uint to, uint r, uint place, __global uint *out_start, __global uint *out_end, __global uint *out_meta)
+{
+    for (uint w = from; w < to; ++w) {
+        uint m = w_meta[w];
+        if (windows > LIMIT && !(m & PICKED_BIT))
+            continue;
+        out_start[r * LIMIT + place] = w_start[w];
+        out_end[r * LIMIT + place] = w_end[w];
+        out_meta[r * LIMIT + place] = m & ~PICKED_BIT;
+        ++place;
+    }
+    return place;
+}
+
 /* Read r's windows from its `hits` keys, sorted, at `key` (its slots from `first` on in the
  * scratch arrays): steps 2 and 3 above, and the outputs. */
 inline void make_windows(__global const ulong *key, uint hits, uint r, uint first, __global const uint *read_lengths,
@@ -213,17 +246,14 @@ inline void make_windows(__global const ulong *key, uint hits, uint r, uint firs
     ulong previous_group = 0;
     long previous_diagonal = 0, chain_diagonal = 0, previous_bin = 0, last_diagonal = 0;
     uint weight = 0, contig = 0, meta = 0, opened = 0; /* the open window's meta and first hit */
-    ulong next = hits > 0 ? key[0] : 0; /* loaded an iteration ahead: its latency overlaps the stores */
     for (uint h = 0; h <= hits; ++h) {
         bool opens = h == hits;
         ulong k = 0, group = 0;
         long diagonal = 0, bin = 0;
         if (h < hits) {
-            k = next;
-            if (h + 1 < hits)
-                next = key[h + 1];
-            group = (k >> OFFSET_BITS) / DIAGONAL_SPAN;
-            diagonal = (long)((k >> OFFSET_BITS) % DIAGONAL_SPAN) - SHIFT;
+            k = key[h];
+            group = key_group(k);
+            diagonal = key_diagonal(k);
             bool new_chain = h == 0 || group != previous_group || diagonal - previous_diagonal > MARGIN;
             if (new_chain)
                 chain_diagonal = diagonal;
@@ -236,7 +266,7 @@ inline void make_windows(__global const ulong *key, uint hits, uint r, uint firs
             w_end[windows - 1] = (uint)(end < contig_end ? end : contig_end);
             w_meta[windows - 1] = meta | weight;
             for (uint i = opened; i < h; ++i) /* its hits' words: fewer than MASK_WORDS, mostly */
-                seen[(uint)(key[i] & ((1ul << OFFSET_BITS) - 1)) >> 5] = 0;
+                seen[key_offset(key[i]) >> 5] = 0;
         }
         if (h == hits)
             break;
@@ -249,7 +279,7 @@ inline void make_windows(__global const ulong *key, uint hits, uint r, uint firs
             weight = 0;
             opened = h;
         }
-        uint offset = (uint)(k & ((1ul << OFFSET_BITS) - 1));
+        uint offset = key_offset(k);
         uint bit = 1u << (offset & 31);
         weight += (seen[offset >> 5] & bit) == 0;
         seen[offset >> 5] |= bit;
@@ -272,17 +302,7 @@ inline void make_windows(__global const ulong *key, uint hits, uint r, uint firs
         for (; picked < LIMIT; ++picked)
             w_meta[best_unpicked(w_meta, windows, 2)] |= PICKED_BIT; /* windows > LIMIT: one is left */
     }
-    uint kept = 0;
-    for (uint w = 0; w < windows; ++w) {
-        uint m = w_meta[w];
-        if (windows > LIMIT && !(m & PICKED_BIT))
-            continue;
-        out_start[r * LIMIT + kept] = w_start[w];
-        out_end[r * LIMIT + kept] = w_end[w];
-        out_meta[r * LIMIT + kept] = m & ~PICKED_BIT;
-        ++kept;
-    }
-    counts[r] = kept;
+    counts[r] = write_kept(w_start, w_end, w_meta, windows, 0, windows, r, 0, out_start, out_end, out_meta);
 }
 
 /* Read r's windows, one work-item: its keys made and heap-sorted in global memory. */
@@ -336,17 +356,12 @@ __kernel void seed_windows(SEED_WINDOWS_PARAMETERS)
  * its run's end where it goes on. The best windows are then picked one at a time, each the best
  * of the work-items' bests; the chosen are written in order, each run's from its place. */
 
-inline long key_diagonal(ulong k)
-{
-    return (long)((k >> OFFSET_BITS) % DIAGONAL_SPAN) - SHIFT;
-}
-
 /* Whether hit h (> 0) starts a chain: another strand or contig, or a diagonal more than MARGIN
  * past hit h - 1's. */
 inline bool starts_chain(__global const ulong *key, uint h)
 {
-    ulong a = key[h - 1] >> OFFSET_BITS, b = key[h] >> OFFSET_BITS;
-    return a / DIAGONAL_SPAN != b / DIAGONAL_SPAN || (long)(b % DIAGONAL_SPAN) - (long)(a % DIAGONAL_SPAN) > MARGIN;
+    ulong a = key[h - 1], b = key[h];
+    return key_group(a) != key_group(b) || key_diagonal(b) - key_diagonal(a) > MARGIN;
 }
 
 /* Whether hit h opens a window, given the diagonal of the first hit of hit h - 1's chain
@@ -452,12 +467,12 @@ inline void group_windows(__global const ulong *key, uint raw, uint r, uint firs
             ++h; /* in the window of an earlier run */
             continue;
         }
-        ulong group = (key[h] >> OFFSET_BITS) / DIAGONAL_SPAN;
+        ulong group = key_group(key[h]);
         uint contig = (uint)(group % CONTIGS);
         long start = key_diagonal(key[h]) - MARGIN, contig_start = contig_starts[contig];
         uint weight = 0, end = h;
         do {
-            uint offset = (uint)(key[end] & ((1ul << OFFSET_BITS) - 1)), bit = 1u << (offset & 31);
+            uint offset = key_offset(key[end]), bit = 1u << (offset & 31);
             weight += (seen[offset >> 5] & bit) == 0;
             seen[offset >> 5] |= bit;
             ++end;
@@ -468,7 +483,7 @@ inline void group_windows(__global const ulong *key, uint raw, uint r, uint firs
         w_meta[window] = (uint)(group / CONTIGS) << 31 | weight;
         ++window;
         for (uint i = h; i < end; ++i)
-            seen[(uint)(key[i] & ((1ul << OFFSET_BITS) - 1)) >> 5] = 0;
+            seen[key_offset(key[i]) >> 5] = 0;
         h = end; /* opens a window (tested again, with the same answer), or is past the run */
     }
     barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
@@ -492,15 +507,7 @@ inline void group_windows(__global const ulong *key, uint raw, uint r, uint firs
     uint place = 0;
     for (uint l = 0; l < lid; ++l)
         place += lanes[l];
-    for (uint w = from; w < to; ++w) {
-        uint m = w_meta[w];
-        if (windows > LIMIT && !(m & PICKED_BIT))
-            continue;
-        out_start[r * LIMIT + place] = w_start[w];
-        out_end[r * LIMIT + place] = w_end[w];
-        out_meta[r * LIMIT + place] = m & ~PICKED_BIT;
-        ++place;
-    }
+    place = write_kept(w_start, w_end, w_meta, windows, from, to, r, place, out_start, out_end, out_meta);
     if (lid == size - 1)
         counts[r] = place;
 }
