@@ -207,10 +207,20 @@ inline void fill_profile(__local short2 *profile, uint stride, const uint *read_
     }
 }
 
+/* Whether best `a` goes before `b`: a larger score, or as large at a smaller column (the order
+ * in which a tile's columns, then the tiles, are swept). */
+inline bool better_best(Best a, Best b)
+{
+    return a.score > b.score || (a.score == b.score && a.window_end < b.window_end);
+}
+
 /* Local mode: column j's best (column_best, over the tile's `rows` rows, end bonus included)
- * becomes `best`, at its smallest row; the caller has found it better. Rare: off the cell loop. */
+ * becomes `best` where it is better, at its smallest row. The row search is rare: off the cell loop. */
 inline void take_column(Best *best, int column_best, uint j, const int *hoe, const bool last, uint rows, uint i0)
 {
+    Best column = {column_best, 0u, j};
+    if (!better_best(column, *best))
+        return;
     uint row = 0;
 #pragma unroll
     for (int t = READ_TILE - 1; t >= 0; --t)
@@ -295,8 +305,7 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
         /* Tiles run before columns, ties go to the smaller column then the smaller row: a
          * later tile takes an equal score only at a smaller column. Rare, so the row search
          * costs nothing in the steady state. */
-        if (column_best > best->score || (column_best == best->score && j < best->window_end))
-            take_column(best, column_best, j, hoe, last, rows, i0);
+        take_column(best, column_best, j, hoe, last, rows, i0);
 #endif
     }
 }
@@ -496,7 +505,8 @@ inline void twin_update(Best *best, int score, uint j, uint n, uint i0, uint row
         best->window_end = j;
     }
 #else
-    if (score > best->score || (score == best->score && j < best->window_end)) {
+    Best column = {score, 0u, j};
+    if (better_best(column, *best)) {
         uint row = 0;
 #pragma unroll
         for (int t = READ_TILE - 1; t >= 0; --t)
@@ -653,11 +663,6 @@ inline uint team_steps(__local uint *most_steps, bool asks, uint steps, uint lid
         atomic_max(most_steps, steps);
     barrier(CLK_LOCAL_MEM_FENCE);
     return *most_steps;
-}
-
-inline bool better_best(Best a, Best b)
-{
-    return a.score > b.score || (a.score == b.score && a.window_end < b.window_end);
 }
 
 /* Local memory `scratch`: uint2[3 * local size + 1] (uint2: NVIDIA aligns a local argument
@@ -960,8 +965,7 @@ __kernel void sw_traceback_teams(SW_PAIR_PARAMETERS,
 #else
             if (last)
                 column_best = max(column_best, last_row + END_BONUS(true, 0u, 1u, last_row));
-            if (column_best > best.score || (column_best == best.score && j < best.window_end))
-                take_column(&best, column_best, j, hoe, last, rows, i0);
+            take_column(&best, column_best, j, hoe, last, rows, i0);
 #endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
