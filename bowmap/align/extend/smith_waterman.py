@@ -259,6 +259,10 @@ class SmithWaterman:
             return buffers + [windows.ambiguous]
         return buffers + [self._inputs[8].at_least(1)]
 
+    def _upload_pairs(self, pairs: _Pairs, slots) -> list:
+        """Buffers of the pairs ``slots`` (indexes or a slice, launch order): their reads and windows."""
+        return [staging.upload(self.queue, array[slots]) for staging, array in zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+
     def _launches(self, count: int, group: int, columns: np.ndarray, boundary_element: int, extra_bytes=None):
         """Split the launch order into launches of whole work-groups whose scratch fits
         ``scratch_bytes``: the boundary row, (longest window + 1) x global size x element, plus
@@ -315,8 +319,7 @@ class SmithWaterman:
             global_size = -(-size // group) * group
             columns = int(pairs.n[start:stop].max()) + 1
             boundary = self._boundary.at_least(columns * global_size * element)
-            pair_buffers = [staging.upload(self.queue, array[start:stop]) for staging, array in
-                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            pair_buffers = self._upload_pairs(pairs, slice(start, stop))
             output = self._results.at_least(3 * size * 4)
             self.last_kernel_events.append(kernel(
                 self.queue, (global_size,), (group,), *sequences, *pair_buffers, np.uint32(size),
@@ -357,8 +360,7 @@ class SmithWaterman:
     def _launch_twins(self, kernel, global_size, group, pairs: _Pairs, sequences, first, second, reads, parts, *arguments) -> None:
         """One launch of a twins kernel on the twins (``first``, ``second``), its results read into a new part."""
         slots = np.stack((first, second), axis=1).reshape(-1)
-        pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
-                        zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+        pair_buffers = self._upload_pairs(pairs, slots)
         output = self._results.at_least(3 * len(slots) * 4)
         self.last_kernel_events.append(kernel(
             self.queue, global_size, group, *sequences, *pair_buffers, np.uint32(len(first)), *arguments, output,
@@ -474,8 +476,7 @@ class SmithWaterman:
             direction_offsets = (np.cumsum(group_words) - group_words).astype(np.uint64)
             directions = self._directions.at_least(max(1, int(group_words.sum())) * word)
             boundary = self._boundary.at_least((int(group_columns.max()) + 1) * global_size * element)
-            pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
-                            zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+            pair_buffers = self._upload_pairs(pairs, slots)
             group_buffers = [staging.upload(self.queue, array) for staging, array in zip(
                 self._group_inputs, (direction_offsets, group_columns.astype(np.uint32), (slots * pitch).astype(np.uint32)))]
             self._launch_traceback(kernel, global_size, group, slots, reads, parts, *sequences, *pair_buffers, np.uint32(len(slots)),
@@ -500,8 +501,7 @@ class SmithWaterman:
                 slots = these[first:last]
                 offsets = np.cumsum(words[first:last]) - words[first:last]
                 directions = self._directions.at_least(int(words[first:last].sum()) * word)
-                pair_buffers = [staging.upload(self.queue, array[slots]) for staging, array in
-                                zip(self._inputs[6:], (pairs.pair_reads, pairs.pair_windows))]
+                pair_buffers = self._upload_pairs(pairs, slots)
                 offset_buffers = [staging.upload(self.queue, array) for staging, array in zip(
                     self._group_inputs, (offsets.astype(np.uint64), (slots * pitch).astype(np.uint32)))]
                 groups = -(-len(slots) // (group // team))
