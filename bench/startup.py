@@ -31,6 +31,8 @@ On the GPU machine, with bench/end_to_end.py's chr20 data:
       --reads bench/work/end_to_end/chr20/reads/reads_150.fq --count 10000 --devices gpu
   python bench/startup.py --index bench/work/end_to_end/chr20/index/bowmap/index \\
       --reads bench/work/end_to_end/chr20/reads/reads_150.fq --devices gpu --repeat 2
+and for pairs (the issue's goal: 10,000 pairs), ``--mates`` with the second mates' FASTQ:
+  python bench/startup.py --index ... --reads pairs_150/r1.fq --mates pairs_150/r2.fq --count 10000
 Here (PoCL):
   python bench/startup.py --devices cpu -p 2 --align-args "--chunk-bases 20000"
 """
@@ -157,9 +159,9 @@ def probe(index: Path, devices: str | None) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def whole_command(index: Path, reads: Path, args) -> dict:
+def whole_command(index: Path, reads: list[Path], args) -> dict:
     """One ``bowmap align`` run: its first record's and its end's times seen here, and its log's."""
-    command = [sys.executable, "-m", "bowmap", "align", str(index), str(reads), "-o", "-", "--no-progress"]
+    command = [sys.executable, "-m", "bowmap", "align", str(index), *map(str, reads), "-o", "-", "--no-progress"]
     command += ["--devices", args.devices] if args.devices else []
     command += ["-p", str(args.processes)] if args.processes else []
     command += shlex.split(args.align_args)
@@ -197,7 +199,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", type=Path, metavar="PREFIX", help="bowmap index (default: the lambda phage, built under --work)")
     parser.add_argument("--reads", type=Path, metavar="FASTQ", help="uncompressed 4-line FASTQ (default: the lambda reads)")
-    parser.add_argument("--count", type=int, metavar="N", help="map only the first N reads (written under --work)")
+    parser.add_argument("--mates", type=Path, metavar="FASTQ", help="second mates of --reads (paired-end runs)")
+    parser.add_argument("--count", type=int, metavar="N", help="map only the first N reads or pairs (written under --work)")
     parser.add_argument("--devices", metavar="SPEC", help="--devices of the runs (default: bowmap's)")
     parser.add_argument("-p", "--processes", type=int, metavar="N", help="-p of the whole command (default: bowmap's)")
     parser.add_argument("--align-args", default="", metavar="ARGS", help='more `bowmap align` arguments, e.g. "--chunk-bases 20000"')
@@ -209,8 +212,9 @@ def main() -> int:
     if (args.index is None) != (args.reads is None):
         parser.error("give both --index and --reads, or neither")
     index, reads = (args.index, args.reads) if args.index else default_input(args.work)
+    inputs = [reads] + ([args.mates] if args.mates else [])
     if args.count:
-        reads = first_reads(reads, args.count, args.work)
+        inputs = [first_reads(path, args.count, args.work) for path in inputs]
 
     rows: dict[str, list] = {}
     for _ in range(args.repeat):
@@ -220,9 +224,9 @@ def main() -> int:
     runs = []
     for number in range(args.repeat):
         note(f"whole command, run {number + 1} of {args.repeat}")
-        runs.append(whole_command(index, reads, args))
+        runs.append(whole_command(index, inputs, args))
 
-    print(f"\nbowmap align start-up: {index} on {reads} ({runs[0]['records']} records), devices {args.devices or 'default'}, "
+    print(f"\nbowmap align start-up: {index} on {' '.join(map(str, inputs))} ({runs[0]['records']} records), devices {args.devices or 'default'}, "
           f"-p {args.processes or 'default'} {args.align_args}".rstrip())
     print(f"python {sys.version.split()[0]}; bytecode {'not written (PYTHONDONTWRITEBYTECODE)' if sys.dont_write_bytecode else 'cached'}")
     print(f"\n{'piece (fresh process each)':30s} seconds: median (min-max) of {args.repeat}")
