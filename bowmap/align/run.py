@@ -120,13 +120,13 @@ def run_align(options: AlignOptions) -> dict:
     header = sam_header(index.contig_names, index.contig_lengths, options.command_line, options.read_group)
     writer = SamWriter(options.output, header, options.output_format)  # fails now, before any work, if it cannot write
     # A device owner forked now, before this process asks OpenCL anything or starts a thread,
-    # opens its device while this process checks the index and lists the devices; it is given
-    # its work once the layout is known, or stopped (see OwnerProcess).
+    # opens its device while this process checks the index, lists the devices and plans the
+    # layout; it is given its work once the layout is known, or stopped (see OwnerProcess).
     standby = None
     if not options.serial and may_fork_device_users():
         from bowmap.runtime.owner_process import OwnerProcess
 
-        standby = OwnerProcess(start_method="fork")
+        standby = OwnerProcess(start_method="fork", prepare=options.devices)
     verification = _Background(verify_index, index)
     log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
     bar = Progress(options.reads, options.progress)
@@ -169,6 +169,9 @@ def run_align(options: AlignOptions) -> dict:
                     processes = host_workers
                     plan = dataclasses.replace(plan, queue_pairs=pairs)
         owned = plan is not None
+        if standby is not None and not owned:  # unused: it goes now, with the context it opened
+            standby.close(wait=False)
+            standby = None
         if not owned:
             processes = 1 if options.serial else capped if options.processes else default_processes(capped_infos, needed, bound)
             plan = plan_memory(
@@ -206,7 +209,7 @@ def run_align(options: AlignOptions) -> dict:
             owner_infos = [info for info in device_infos for _ in range(per_device)]
             for n, info in enumerate(owner_infos):
                 work = functools.partial(context_for_info, info), OwnerIndex(options.index, index.identity), f"{info.index}.{n}"
-                owners.append(standby.serve(*work) if n == 0 and standby is not None else OwnerProcess(*work))
+                owners.append(standby.serve(*work, info=info) if n == 0 and standby is not None else OwnerProcess(*work))
             layout = f"one owner a device, {processes} host worker processes of {plan.queue_pairs} queue pair(s)"
         else:
             layout = f"{processes} worker processes, {plan.queue_pairs} queue pair(s) each"
@@ -382,7 +385,8 @@ class _StartLog:
                      min(item["ready"] for item in self.ready) - self.started_clock, last["ready"] - self.started_clock, ", ".join(pieces))
             for owner in self.owners:
                 if owner.set_up_seconds:
-                    log.info("device owner: context %.2f s, index upload %.2f s", owner.set_up_seconds["context"], owner.set_up_seconds["upload"])
+                    log.info("device owner: context %.2f s%s, index upload %.2f s", owner.set_up_seconds["context"],
+                             " (opened as the run started)" if owner.set_up_seconds.get("prepared") else "", owner.set_up_seconds["upload"])
 
 
 class _ModelHolder:

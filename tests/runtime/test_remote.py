@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import build_test_index, random_genome
+from conftest import DEVICE_SPECS, build_test_index, random_genome
 
 from bowmap.align.workers import owner_shared_buffers
 from bowmap.runtime.errors import BowmapError
@@ -205,7 +205,7 @@ def test_an_owner_process_serves_kernels_and_copies_as_the_device_itself(device,
         assert remote.device.platform.name == device.device.platform.name
         while not owner.set_up_seconds:  # reported once set up; a request waited for that already
             time.sleep(0.01)
-        assert set(owner.set_up_seconds) == {"context", "upload"}
+        assert set(owner.set_up_seconds) == {"context", "upload", "prepared"} and owner.set_up_seconds["prepared"] is False
     finally:
         owner.close()
     assert not owner.process.is_alive()
@@ -432,6 +432,57 @@ def test_an_owner_process_given_no_work_stops_when_closed():
     assert owner.process.is_alive() and owner.set_up_seconds == {}
     owner.close()
     assert owner.process.exitcode == 0
+
+
+# A fresh interpreter: an owner forked to open a device must be forked before its parent's first
+# OpenCL call (bowmap.runtime.devices.may_fork_device_users), which this test process made long ago.
+PREPARED_OWNERS = r"""
+import functools, json, sys
+import numpy as np
+from bowmap.runtime.owner_process import OwnerProcess
+
+def nothing_shared(device):
+    return {}
+
+spec = sys.argv[1]
+owners = [OwnerProcess(start_method="fork", prepare=spec) for _ in range(3)]
+import pyopencl as cl
+from bowmap.runtime.devices import context_for_info, list_devices, make_buffer, parse_device_spec
+from bowmap.runtime.remote import RemoteDevice
+
+info = parse_device_spec(spec, list_devices())[0]
+prepared = []
+for owner, given in zip(owners, (info, None)):  # served with the device's info, and without it
+    owner.serve(functools.partial(context_for_info, info), nothing_shared, "test", info=given)
+    remote = RemoteDevice(info, *owner.endpoint)
+    data = np.arange(1000, dtype=np.int32)
+    buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
+    queue = remote.queue()
+    queue.copy(buffer, data, is_blocking=False)
+    back = np.empty_like(data)
+    queue.copy(back, buffer)
+    assert (back == data).all()
+    prepared.append(owner.set_up_seconds["prepared"])
+    owner.close()
+owners[2].close()  # never served: stops at once, its device opened or not
+assert owners[2].process.exitcode == 0
+print(json.dumps(prepared))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+@pytest.mark.parametrize("spec", DEVICE_SPECS)
+def test_a_forked_owner_serves_the_device_it_opened_before_its_work_came(spec):
+    """OwnerProcess(prepare=spec), a run's standby: served the device the spec selects first (its
+    info given), it takes the context it opened while the run planned its layout; served without
+    the info, it opens the device again; never served, it stops when closed."""
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", PREPARED_OWNERS, spec], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [True, False]
 
 
 def test_a_program_comes_with_its_kernels_facts_so_a_worker_asks_no_more(device):
