@@ -123,10 +123,10 @@ def run_align(options: AlignOptions) -> dict:
     # opens its device while this process checks the index, lists the devices and plans the
     # layout; it is given its work once the layout is known, or stopped (see OwnerProcess).
     standby = None
-    if not options.serial and may_fork_device_users():
+    if not options.serial and options.processes != 1 and may_fork_device_users():  # (-p 1 maps here)
         from bowmap.runtime.owner_process import OwnerProcess
 
-        standby = OwnerProcess(start_method="fork", prepare=options.devices)
+        standby = OwnerProcess(start_method="fork", prepare=True, spec=options.devices)
     verification = _Background(verify_index, index)
     log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
     bar = Progress(options.reads, options.progress)
@@ -135,7 +135,9 @@ def run_align(options: AlignOptions) -> dict:
     success = False
     workers = []  # this process's own device workers (a run of one process)
     try:
-        device_infos = parse_device_spec(options.devices, list_devices())
+        # The standby's list where it made one: this process then opens the driver only if it maps itself.
+        listed = standby.devices() if standby is not None else None
+        device_infos = parse_device_spec(options.devices, list_devices() if listed is None else listed)
         if options.serial:
             device_infos = device_infos[:1]
         # What bowmap may use of each device (--device-mem caps it): the processes' share and

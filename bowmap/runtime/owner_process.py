@@ -14,7 +14,7 @@ from bowmap.runtime import usage
 from bowmap.runtime.devices import context_for_info, forking_quietly, list_devices, parse_device_spec
 from bowmap.runtime.owner import DeviceOwner
 
-_NO_DEVICE = object()  # OwnerProcess's ``prepare`` default: open nothing before serve()
+_UNREAD = object()  # OwnerProcess._devices before the owner's list is read
 
 
 class OwnerProcess:
@@ -34,14 +34,16 @@ class OwnerProcess:
     bowmap.runtime.remote._connect). The process ends when :meth:`close` is called or this
     process's end of the control pipe closes (this process died).
 
-    ``prepare`` (a ``--devices`` spec, or None for bowmap's default): a forked owner lists the
-    devices and opens the first that the spec selects at once, while this process still lists
-    them and plans its layout; :meth:`serve` given that device's ``info`` then takes the context
-    opened, any other opens its own. Why: the owner's platform list and context (0.18 s on an
-    H200) were the first chunk's wait in a small run, begun only once this process had listed
-    the devices itself (0.14 s)."""
+    ``prepare``: a forked owner lists the devices at once, hands the list to this process
+    (:meth:`devices`), and opens the first device that ``spec`` (a ``--devices`` spec, None for
+    bowmap's default) selects while this process plans its layout; :meth:`serve` given that
+    device's ``info`` then takes the context opened, any other opens its own. Why: the owner's
+    platform list and context (0.18 s on an H200) were the first chunk's wait in a small run,
+    begun only once this process had listed the devices itself (0.14 s); and two processes
+    opening the driver at once slowed each other."""
 
-    def __init__(self, open_device=None, shared=None, name: str = "device", start_method: str = "spawn", prepare=_NO_DEVICE):
+    def __init__(self, open_device=None, shared=None, name: str = "device", start_method: str = "spawn",
+                 prepare: bool = False, spec: str | None = None):
         import multiprocessing
         import signal
         from multiprocessing.connection import arbitrary_address
@@ -51,7 +53,8 @@ class OwnerProcess:
         self.address = arbitrary_address("AF_UNIX")
         self._control, child = context.Pipe()
         self._set_up: dict | None = None
-        self.process = context.Process(target=_owner_process, args=(self.address, self.authkey, child, prepare),
+        self._devices = _UNREAD if prepare else None  # see devices()
+        self.process = context.Process(target=_owner_process, args=(self.address, self.authkey, child, prepare, spec),
                                        daemon=True, name="bowmap-owner")
         # SIGINT blocked while it starts, so a ^C then reaches this process alone (the owner
         # ignores it: the run ends it through close()).
@@ -66,6 +69,19 @@ class OwnerProcess:
         child.close()
         if open_device is not None:
             self.serve(open_device, shared, name)
+
+    def devices(self) -> list | None:
+        """The devices a ``prepare``-d owner listed (bowmap.runtime.devices.list_devices), once it
+        has; None where it was not asked to or could not (then list them here)."""
+        if self._devices is _UNREAD:
+            self._devices = None
+            try:
+                message = self._control.recv()
+                if message[0] == "devices":
+                    self._devices = message[1]
+            except (EOFError, OSError):
+                pass
+        return self._devices
 
     def serve(self, open_device, shared, name: str = "device", info=None) -> OwnerProcess:
         """Open the device and share its buffers (``name``: the owner's, in its usage file);
@@ -84,6 +100,8 @@ class OwnerProcess:
         """The owner's set-up times once it has reported them (else empty): context and upload."""
         if self._set_up is None:
             try:
+                if self._devices is _UNREAD and self._control.poll():
+                    self.devices()  # its list comes first
                 if self._control.poll():
                     status, value = self._control.recv()
                     self._set_up = value if status == "ready" else {}
@@ -130,20 +148,26 @@ _DETACHED: list = []  # owner processes left to end on their own (OwnerProcess.c
 
 
 class _PreparedDevice:
-    """In a forked owner: the context of the first device that ``spec`` selects, opened in a
-    thread while the owner waits for its work (see OwnerProcess's ``prepare``). Any failure
-    leaves it unused: the device asked for is then opened as if nothing had been prepared, and
-    its errors are that opening's."""
+    """In a forked owner: the devices listed and sent to the run's process (a ("devices", list)
+    message first on ``control``, the list None where listing failed), then the context of the
+    first that ``spec`` selects, opened in a thread while the owner waits for its work (see
+    OwnerProcess's ``prepare``). Any failure leaves it unused: the device asked for is then
+    opened as if nothing had been prepared, and its errors are that opening's."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, control):
         self._info = self._device = None
         self.taken = False  # whether the owner's device is the one prepared
-        self._thread = threading.Thread(target=self._open, args=(spec,), daemon=True, name="bowmap-owner-prepare")
+        try:
+            listed = list_devices()
+        except Exception:  # noqa: BLE001 - the run's process lists them itself and reports the error
+            listed = None
+        control.send(("devices", listed))
+        self._thread = threading.Thread(target=self._open, args=(spec, listed or []), daemon=True, name="bowmap-owner-prepare")
         self._thread.start()
 
-    def _open(self, spec) -> None:
+    def _open(self, spec, listed) -> None:
         try:
-            infos = parse_device_spec(spec, list_devices(), builds=lambda info: True)
+            infos = parse_device_spec(spec, listed, builds=lambda info: True)
             self._device = context_for_info(infos[0])
             self._info = infos[0]
         except Exception:  # noqa: BLE001 - see the class's docstring
@@ -168,7 +192,7 @@ def _reap() -> None:
             _DETACHED.remove(process)
 
 
-def _owner_process(address, authkey: bytes, control, prepare=_NO_DEVICE) -> None:
+def _owner_process(address, authkey: bytes, control, prepare: bool = False, spec: str | None = None) -> None:
     """An owner process's body: wait for its work (OwnerProcess.serve), opening a device
     meanwhile where asked to (``prepare``), serve until told to stop or orphaned, then leave at
     once (a device still being prepared is left to the system)."""
@@ -182,7 +206,7 @@ def _owner_process(address, authkey: bytes, control, prepare=_NO_DEVICE) -> None
     owner = None
     name = "device"
     try:
-        prepared = None if prepare is _NO_DEVICE else _PreparedDevice(prepare)
+        prepared = _PreparedDevice(spec, control) if prepare else None
         try:
             message = control.recv()
         except (EOFError, OSError):

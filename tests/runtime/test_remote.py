@@ -445,11 +445,12 @@ def nothing_shared(device):
     return {}
 
 spec = sys.argv[1]
-owners = [OwnerProcess(start_method="fork", prepare=spec) for _ in range(3)]
+owners = [OwnerProcess(start_method="fork", prepare=True, spec=spec) for _ in range(3)]
 import pyopencl as cl
 from bowmap.runtime.devices import context_for_info, list_devices, make_buffer, parse_device_spec
 from bowmap.runtime.remote import RemoteDevice
 
+assert owners[0].devices() == list_devices()  # what the run plans its layout with
 info = parse_device_spec(spec, list_devices())[0]
 prepared = []
 for owner, given in zip(owners, (info, None)):  # served with the device's info, and without it
@@ -473,9 +474,10 @@ print(json.dumps(prepared))
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
 @pytest.mark.parametrize("spec", DEVICE_SPECS)
 def test_a_forked_owner_serves_the_device_it_opened_before_its_work_came(spec):
-    """OwnerProcess(prepare=spec), a run's standby: served the device the spec selects first (its
-    info given), it takes the context it opened while the run planned its layout; served without
-    the info, it opens the device again; never served, it stops when closed."""
+    """OwnerProcess(prepare=True, spec=spec), a run's standby: it lists the devices for the run; served the
+    device the spec selects first (its info given), it takes the context it opened while the run
+    planned its layout; served without the info, it opens the device again; never served, it
+    stops when closed."""
     import json
     import subprocess
     import sys
