@@ -12,6 +12,7 @@ import time
 
 from bowmap.runtime import usage
 from bowmap.runtime.devices import context_for_info, forking_quietly, list_devices, parse_device_spec
+from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.owner import DeviceOwner
 
 _UNREAD = object()  # OwnerProcess._devices before the owner's list is read
@@ -54,6 +55,7 @@ class OwnerProcess:
         self._control, child = context.Pipe()
         self._set_up: dict | None = None
         self._devices = _UNREAD if prepare else None  # see devices()
+        self._served = False
         self.process = context.Process(target=_owner_process, args=(self.address, self.authkey, child, prepare, spec),
                                        daemon=True, name="bowmap-owner")
         # SIGINT blocked while it starts, so a ^C then reaches this process alone (the owner
@@ -87,7 +89,12 @@ class OwnerProcess:
         """Open the device and share its buffers (``name``: the owner's, in its usage file);
         ``info``: the device's DeviceInfo, whose context the owner may have opened already
         (see ``prepare``)."""
-        self._control.send(("serve", open_device, shared, name, info))
+        try:
+            self._control.send(("serve", open_device, shared, name, info))
+        except OSError:  # a standby that died while it opened its device (a driver's abort, a kill)
+            self.process.join(timeout=1)
+            raise BowmapError(f"the device owner process exited before its work came (exit code {self.process.exitcode})") from None
+        self._served = True
         return self
 
     @property
@@ -114,13 +121,14 @@ class OwnerProcess:
         written), leave its process to end on its own; neither this call nor this interpreter's
         exit waits for it. Why: its end is the driver's teardown of the context (the device's
         memory, the arenas' pinned pages), 0.14 s of a chr20 run's wind-down on an H200, and
-        nothing of the run waits for it."""
+        nothing of the run waits for it. An owner never served is left at once: it has no usage
+        file to write, and it may be opening its device still (see ``prepare``)."""
         _reap()
         try:
             self._control.send("stop")
         except (OSError, EOFError):
             pass
-        if not wait and self._stopped():
+        if not wait and (not self._served or self._stopped()):
             # multiprocessing joins every child it knows of at exit: this one it forgets (its
             # only record of them), and _reap joins it later.
             getattr(multiprocessing.process, "_children", set()).discard(self.process)
@@ -179,7 +187,10 @@ class _PreparedDevice:
         def opened():
             self._thread.join()
             self.taken = info is not None and self._info == info
-            return self._device if self.taken else open_device()
+            if not self.taken:
+                self._device = None  # released: another device is opened (or the same, by info unknown)
+                return open_device()
+            return self._device
 
         return opened
 

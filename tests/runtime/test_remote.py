@@ -432,6 +432,28 @@ def test_an_owner_process_given_no_work_stops_when_closed():
     assert owner.process.is_alive() and owner.set_up_seconds == {}
     owner.close()
     assert owner.process.exitcode == 0
+    # Closed without waiting (a run whose layout needed no owner): left to end on its own.
+    owner = OwnerProcess(start_method="fork")
+    owner.close(wait=False)
+    owner.process.join(timeout=10)
+    assert owner.process.exitcode == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_standby_owner_that_died_before_its_work_is_one_error():
+    """A standby killed before it was served (a driver's abort while it opened its device, the
+    OOM killer): the run gets one BowmapError, not a broken pipe (which the command line takes
+    for its standard output's reader gone: exit 141, no message)."""
+    import signal
+
+    from bowmap.runtime.owner_process import OwnerProcess
+
+    owner = OwnerProcess(start_method="fork")
+    os.kill(owner.process.pid, signal.SIGKILL)
+    owner.process.join(timeout=10)
+    with pytest.raises(BowmapError, match="device owner process exited before its work came"):
+        owner.serve(dict, dict)  # picklable stand-ins: the pipe fails before anyone calls them
+    owner.close()
 
 
 # A fresh interpreter: an owner forked to open a device must be forked before its parent's first
