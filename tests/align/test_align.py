@@ -421,6 +421,26 @@ def test_processes_asked_for_are_capped_by_the_cores_and_the_chunks(indexes, tmp
     assert "-p 1000: 6 worker process(es), at most 2 a CPU core and one a chunk of the input (at most 6)" in err
 
 
+def test_a_small_paired_input_counts_its_smaller_first_chunks_when_processes_are_capped(indexes, tmp_path, capsys, monkeypatch):
+    """Pairs are capped as single reads are: at the input's chunks and the ramp's smaller first
+    chunks, so that a small paired input is shared by several workers beside one owner (pairs
+    once left the ramp out and mapped 10,000 chr20 pairs in one process)."""
+    from bowmap.align import run as run_module
+    from bowmap.align import workers as align
+    from bowmap.align.reads import chunk_bound
+
+    monkeypatch.setattr(align.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    mates = []
+    for name in ("lambda_pairs_R1.fq.gz", "lambda_pairs_R2.fq.gz"):
+        mates.append(tmp_path / name.replace(".gz", ""))
+        mates[-1].write_bytes(b"".join(gzip.decompress((DATA / name).read_bytes()).splitlines(keepends=True)[: 4 * 40]))
+    expected = chunk_bound(str(mates[0]), 20000 // 2) + run_module.FIRST_CHUNKS_RAMP
+    code, _, err = run(capsys, "align", indexes[0], *mates, "-o", tmp_path / "out.sam", "--devices", "cpu", "-p", "1000",
+                       "--chunk-bases", "20000")
+    assert code == 0, err
+    assert f"-p 1000: {expected} worker process(es), at most 2 a CPU core and one a chunk of the input (at most {expected})" in err
+
+
 def test_chunk_bound_never_undercounts_an_uncompressed_input(tmp_path):
     from bowmap.align.reads import chunk_bound, input_chunks
 
