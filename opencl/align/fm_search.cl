@@ -1,4 +1,4 @@
-/* fm_search.cl -- exact FM-index search and locate over one index block.
+/* fm_search.cl -- exact FM-index search and locate over index blocks.
  *
  * Work-items: fm_search and seed_search run one work-item per pattern (a backward search of its
  * bases, last to first); fm_locate, fm_locate_intervals and locate_hits one per suffix-array row
@@ -8,7 +8,9 @@
  * round of seed hits for seed_windows.cl without the host (FMSearch.seed_hits); with several
  * blocks, add_block_occurrences and subtract_overlaps (one work-item per seed) first make each
  * seed's count in the whole text for choose_seeds, and block_rows (one per read) counts the hits
- * each block's locate_hits will write.
+ * each block's locate_hits will write. seed_search, add_block_occurrences, block_rows and
+ * locate_hits take up to two blocks a launch (both resident: one launch's chain of loads, not
+ * two in a row).
  *
  * Buffers (layouts in bowmap/index/format.py):
  *   lines   uint[lines][16]  occurrence lines: 4 counts (A,C,G,T before the line), then 12 words
@@ -40,8 +42,12 @@ inline void search_pattern(__global const uint *lines, uint primary, uint n, uin
                            __global uint *results)
 {
     uint lo = 1, hi = n + 1, depth = 0;
+    /* Each base is loaded a step ahead, while the step before waits for its lines: the test
+     * for an ambiguous base then does not hold the step's rank loads back. */
+    uint next_code = length > 0 ? codes[start + length - 1] : 0u;
     for (uint k = length; k > 0; --k) {
-        uint code = codes[start + k - 1];
+        uint code = next_code;
+        next_code = k > 1 ? codes[start + k - 2] : 0u;
         if (code > 3) {
             lo = hi = 0;
             break;
@@ -86,30 +92,42 @@ inline uint seed_start(__global const uint *read_starts, __global const uint *se
     return read_starts[last_at_most(seed_first, reads, f)] + read_offset[f] + (gid < forward ? 0 : total);
 }
 
+/* Two blocks a launch where two are resident (FMSearch.seed_hits): work-items 0 .. 2 * forward - 1
+ * search block a, the next 2 * forward block b (when blocks is 2; a's arguments repeated when 1).
+ * One launch of twice the seeds rather than two in a row: a round's small launches last as long
+ * as one seed's chain of loads, whatever their size. */
 __kernel void seed_search(__global const uint *lines, const uint primary, const uint n, const uint4 first_rows,
+                          __global const uint *lines_b, const uint primary_b, const uint n_b, const uint4 first_rows_b,
+                          const uint blocks,
                           __global const uchar *codes, __global const uint *read_starts,
                           __global const uint *seed_first, __global const uint *read_offset, const uint reads,
                           const uint forward, const uint seed_length, const uint total,
-                          __global uint *results /* uint[3][2 * forward] */)
+                          __global uint *results, __global uint *results_b /* each uint[3][2 * forward] */)
 {
-    uint gid = get_global_id(0);
-    if (gid >= 2 * forward)
+    uint gid = get_global_id(0), seeds = 2 * forward;
+    if (gid >= blocks * seeds)
         return;
-    uint start = seed_start(read_starts, seed_first, read_offset, reads, forward, total, gid);
-    search_pattern(lines, primary, n, first_rows, codes, start, seed_length, 2 * forward, gid, results);
+    bool second = gid >= seeds;
+    uint seed = second ? gid - seeds : gid;
+    uint start = seed_start(read_starts, seed_first, read_offset, reads, forward, total, seed);
+    search_pattern(second ? lines_b : lines, second ? primary_b : primary, second ? n_b : n, second ? first_rows_b : first_rows,
+                   codes, start, seed_length, seeds, seed, second ? results_b : results);
 }
 
 /* Several blocks: each seed's occurrences in the text, in a results-like buffer `combined`
- * (uint[2][count]: lo = 0, hi = the count; choose_seeds reads only hi - lo). One launch a block,
- * in block order: the first sets, the others add its interval's size (a block's occurrences are
- * fewer than its 2^31 bases, and a 12-base or longer seed never sums past 2^32 over a 4 Gbp text). */
-__kernel void add_block_occurrences(__global const uint *results /* seed_search's, of one block */, const uint count,
-                                    const uint first_block, __global uint *combined)
+ * (uint[2][count]: lo = 0, hi = the count; choose_seeds reads only hi - lo). One launch for one
+ * or two blocks (`blocks`; results_b is not read for one), in block order: the first sets, the
+ * others add their intervals' sizes (a block's occurrences are fewer than its 2^31 bases, and a
+ * 12-base or longer seed never sums past 2^32 over a 4 Gbp text). */
+__kernel void add_block_occurrences(__global const uint *results, __global const uint *results_b /* seed_search's */,
+                                    const uint blocks, const uint count, const uint first_block, __global uint *combined)
 {
     uint gid = get_global_id(0);
     if (gid >= count)
         return;
     uint occurrences = results[count + gid] - results[gid];
+    if (blocks > 1)
+        occurrences += results_b[count + gid] - results_b[gid];
     if (first_block)
         combined[gid] = 0;
     combined[count + gid] = (first_block ? 0u : combined[count + gid]) + occurrences;
@@ -152,16 +170,25 @@ __kernel void subtract_overlaps(__global const uchar *codes, __global const uint
     }
 }
 
-/* Block offset of the suffix at `row` (1..n): LF steps until a sampled row. */
+/* Block offset of the suffix at `row` (1..n): LF steps until a sampled row. Each step loads the
+ * row's marks and its occurrence line together and takes the LF step whether or not the row
+ * turns out sampled (the select, not a branch, keeps both loads ahead of the test): one memory
+ * latency a step rather than two in a row, for one line read in vain a locate. LF of any row
+ * 1..n reads inside the block's lines (n / 192 + 1 of them); that of `primary` is nonsense and
+ * never taken, the row being sampled (its suffix starts at 0). */
 inline uint locate_row(__global const uint *lines, uint primary, uint4 first_rows,
                        __global const uint4 *marks, __global const uint *samples, uint row)
 {
-    uint steps = 0, offset;
-    while (!sampled_offset(marks, samples, row, &offset)) {
-        row = lf_step(lines, primary, first_rows, row);
-        ++steps;
+    uint steps = 0, marked = 0;
+    bool found = false;
+    while (!found) {
+        uint4 group = marks[row / ROWS_PER_GROUP];
+        uint next = lf_step(lines, primary, first_rows, row);
+        found = marked_place(group, row, &marked);
+        steps += found ? 0u : 1u;
+        row = found ? row : next;
     }
-    return offset + steps;
+    return samples[marked] + steps;
 }
 
 /* Block offset of the suffix at each given row. */
@@ -246,22 +273,30 @@ inline uint block_take(__global const uint *results, __global const uint *taken,
 }
 
 /* Several blocks: read r's hits in one block (block_take over its seeds) into
- * rows[block * reads + r]: the host lays out every block's hits of a read after the previous
- * block's (see locate_hits' out_first). */
-__kernel void block_rows(__global const uint *results, __global const uint *taken, __global const uint *seed_first,
+ * rows[block * reads + r], and with blocks = 2 its hits in block + 1 (intervals results_b) into
+ * the next row: the host lays out every block's hits of a read after the previous block's (see
+ * locate_hits' out_first). */
+__kernel void block_rows(__global const uint *results, __global const uint *results_b, const uint blocks,
+                         __global const uint *taken, __global const uint *seed_first,
                          const uint reads, const uint forward, const uint block, __global uint *rows)
 {
     uint r = get_global_id(0);
     if (r >= reads)
         return;
-    uint first = seed_first[r], seeds = seed_first[r + 1] - first, sum = 0;
-    for (uint a = 0; a < 2 * seeds; ++a)
-        sum += block_take(results, taken, forward, a < seeds ? first + a : forward + first + (a - seeds));
+    uint first = seed_first[r], seeds = seed_first[r + 1] - first, sum = 0, sum_b = 0;
+    for (uint a = 0; a < 2 * seeds; ++a) {
+        uint i = a < seeds ? first + a : forward + first + (a - seeds);
+        sum += block_take(results, taken, forward, i);
+        if (blocks > 1)
+            sum_b += block_take(results_b, taken, forward, i);
+    }
     rows[(size_t)block * reads + r] = sum;
+    if (blocks > 1)
+        rows[(size_t)(block + 1) * reads + r] = sum_b;
 }
 
 /* Every occurrence in one block of every taken seed (choose_seeds), grouped by read: hits
- * hit_first[r] .. hit_first[r + 1] - 1 of this launch are read r's (hit_first: the prefix sums of
+ * hit_first[r] .. hit_first[r + 1] - 1 of the block are read r's (hit_first: the prefix sums of
  * its rows in this block, choose_seeds' read_rows with one block, block_rows' with several), its
  * seeds' rows in seed order (forward seeds, then reverse). Work-item gid finds its read by a binary
  * search (as fm_locate_intervals its interval), then its seed by a walk over the read's few.
@@ -272,32 +307,41 @@ __kernel void block_rows(__global const uint *results, __global const uint *take
  * offset in its read (a reverse seed has its forward twin's). hit_first and out_first lie in
  * `firsts`, from hit_at and out_at. An occurrence inside two blocks' overlap is located in both:
  * seed_windows.cl makes the same windows from the two equal hits as from one (equal keys, and
- * a window's weight counts distinct read offsets). */
-__kernel void locate_hits(__global const uint *lines, const uint primary, const uint4 first_rows,
-                          __global const uint4 *marks, __global const uint *samples,
-                          __global const uint *results, __global const uint *taken,
-                          __global const uint *seed_first, __global const uint *read_offset,
-                          const uint reads, const uint forward, const uint seed_length, const uint block_start,
-                          __global const uint *firsts, const uint hit_at, const uint out_at, const uint count,
-                          __global uint *positions, __global uint *tags)
+ * a window's weight counts distinct read offsets).
+ * Two blocks a launch, as seed_search: work-items 0 .. count - 1 locate block a's hits, the next
+ * count_b block b's (count_b = 0: one block, a's arguments repeated). */
+#define LOCATE_BLOCK_PARAMETERS(x)                                                                                    \
+    __global const uint *lines##x, const uint primary##x, const uint4 first_rows##x, __global const uint4 *marks##x, \
+    __global const uint *samples##x, __global const uint *results##x, const uint block_start##x,                    \
+    const uint hit_at##x, const uint out_at##x, const uint count##x
+
+__kernel void locate_hits(LOCATE_BLOCK_PARAMETERS(), LOCATE_BLOCK_PARAMETERS(_b),
+                          __global const uint *taken, __global const uint *seed_first, __global const uint *read_offset,
+                          const uint reads, const uint forward, const uint seed_length,
+                          __global const uint *firsts, __global uint *positions, __global uint *tags)
 {
     uint gid = get_global_id(0);
-    if (gid >= count)
+    if (gid >= count + count_b)
         return;
-    __global const uint *hit_first = firsts + hit_at, *out_first = firsts + out_at;
-    uint low = last_at_most(hit_first, reads, gid);
-    uint first = seed_first[low], seeds = seed_first[low + 1] - first, within = gid - hit_first[low];
+    bool second = gid >= count;
+    __global const uint *results_of = second ? results_b : results;
+    __global const uint *hit_first = firsts + (second ? hit_at_b : hit_at), *out_first = firsts + (second ? out_at_b : out_at);
+    uint hit = second ? gid - count : gid;
+    uint low = last_at_most(hit_first, reads, hit);
+    uint first = seed_first[low], seeds = seed_first[low + 1] - first, within = hit - hit_first[low];
     uint slot = out_first[low] + within;
     uint i = first, reverse = 0;
     for (uint a = 0; a < 2 * seeds; ++a) {
         i = a < seeds ? first + a : forward + first + (a - seeds);
-        uint take = block_take(results, taken, forward, i);
+        uint take = block_take(results_of, taken, forward, i);
         if (within < take) {
             reverse = a >= seeds;
             break;
         }
         within -= take;
     }
-    positions[slot] = block_start + locate_row(lines, primary, first_rows, marks, samples, results[i] + within);
+    uint offset = locate_row(second ? lines_b : lines, second ? primary_b : primary, second ? first_rows_b : first_rows,
+                             second ? marks_b : marks, second ? samples_b : samples, results_of[i] + within);
+    positions[slot] = (second ? block_start_b : block_start) + offset;
     tags[slot] = (read_offset[i - reverse * forward] << 7) | (seed_length << 1) | reverse;
 }

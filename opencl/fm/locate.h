@@ -12,21 +12,31 @@
 
 #define ROWS_PER_GROUP 96u
 
-/* Whether `row` is marked (sampled); if so, *offset = the block offset of its suffix. */
-inline bool sampled_offset(__global const uint4 *marks, __global const uint *samples, uint row, uint *offset)
+/* Whether `row` is marked (sampled), from `group`, its group of marks; if so, *marked = its
+ * place in the samples. */
+inline bool marked_place(uint4 group, uint row, uint *marked)
 {
-    uint4 group = marks[row / ROWS_PER_GROUP];
     uint within = row % ROWS_PER_GROUP;
     uint word = within >> 5;
     uint bit = within & 31u;
     uint bits = word == 0 ? group.y : word == 1 ? group.z : group.w;
     if (!((bits >> bit) & 1u))
         return false;
-    uint marked = group.x + popcount(bits & ((1u << bit) - 1u));
+    uint place = group.x + popcount(bits & ((1u << bit) - 1u));
     if (word > 0)
-        marked += popcount(group.y);
+        place += popcount(group.y);
     if (word > 1)
-        marked += popcount(group.z);
+        place += popcount(group.z);
+    *marked = place;
+    return true;
+}
+
+/* Whether `row` is marked (sampled); if so, *offset = the block offset of its suffix. */
+inline bool sampled_offset(__global const uint4 *marks, __global const uint *samples, uint row, uint *offset)
+{
+    uint marked;
+    if (!marked_place(marks[row / ROWS_PER_GROUP], row, &marked))
+        return false;
     *offset = samples[marked];
     return true;
 }

@@ -97,6 +97,11 @@ class FMSearch:
         # The latest kernel launch: with a profiling queue, benchmarks read its device time.
         self.last_kernel_event: cl.Event | None = None
 
+    # seed_search and locate_hits take two resident blocks a launch (a launch as long as one);
+    # where blocks are streamed through slots (StreamingSearch) one, so that naming a block's
+    # buffers never evicts the other's.
+    blocks_together = True
+
     def _global_size(self, count: int) -> tuple[int]:
         return (-(-count // self._group) * self._group,)
 
@@ -261,12 +266,14 @@ class FMSearch:
         # Last block first: seed_hits then locates first to last, so where blocks are streamed
         # through a few device slots (bowmap.align.seed.residency) each sweep begins with the blocks
         # the one before ended on, still resident. The results do not depend on the order.
-        for block, block_results in reversed(list(zip(blocks, results))):
+        for launch in in_launches(list(reversed(list(zip(blocks, results)))), self.blocks_together):
+            (block, block_results), (block_b, results_b) = launch[0], launch[-1]
             self.last_kernel_event = self._seed_search(
-                self.queue, self._global_size(2 * half), (self._group,),
-                block.occ, np.uint32(block.block.primary), np.uint32(block.block.length), block.first_rows,
-                inputs[0], inputs[3], inputs[1], inputs[2], np.uint32(reads),
-                np.uint32(half), np.uint32(seed_length), np.uint32(read_starts[-1]), block_results,
+                self.queue, self._global_size(len(launch) * 2 * half), (self._group,),
+                *(value for one in (block, block_b) for value in (
+                    one.occ, np.uint32(one.block.primary), np.uint32(one.block.length), one.first_rows)),
+                np.uint32(len(launch)), inputs[0], inputs[3], inputs[1], inputs[2], np.uint32(reads),
+                np.uint32(half), np.uint32(seed_length), np.uint32(read_starts[-1]), block_results, results_b,
             )
         return inputs, results
 
@@ -274,9 +281,10 @@ class FMSearch:
         """Several blocks' intervals -> each seed's occurrences in the text (add_block_occurrences,
         subtract_overlaps), in a results-layout buffer for choose_seeds."""
         combined = self._combined.at_least(2 * 4 * 2 * half)
-        for number, block_results in enumerate(results):
+        for number, launch in enumerate(in_launches(results, True)):
             self._add_block_occurrences(
-                self.queue, self._global_size(2 * half), (self._group,), block_results, np.uint32(2 * half), np.uint32(number == 0), combined,
+                self.queue, self._global_size(2 * half), (self._group,), launch[0], launch[-1], np.uint32(len(launch)),
+                np.uint32(2 * half), np.uint32(number == 0), combined,
             )
         self._subtract_overlaps(
             self.queue, self._global_size(2 * half), (self._group,), inputs[0], inputs[3], inputs[1], inputs[2], np.uint32(reads),
@@ -314,10 +322,10 @@ class FMSearch:
                 combined = self._combine(results, inputs, reads, half, seed_length, read_starts[-1], overlaps)
                 taken, _, crowded_device = self._enqueue_choice(combined, inputs[1], reads, half, max_occurrences, budget)
                 rows_device = self._rows_by_block.at_least(rows.nbytes)
-                for number, block_results in enumerate(results):
+                for number, launch in zip(range(0, len(results), 2), in_launches(results, True)):
                     self._block_rows(
-                        self.queue, self._global_size(reads), (self._group,), block_results, taken, inputs[1],
-                        np.uint32(reads), np.uint32(half), np.uint32(number), rows_device,
+                        self.queue, self._global_size(reads), (self._group,), launch[0], launch[-1], np.uint32(len(launch)),
+                        taken, inputs[1], np.uint32(reads), np.uint32(half), np.uint32(number), rows_device,
                     )
                 crowded_bytes = np.zeros(reads, dtype=np.uint8)
                 read_back(self.queue, rows, rows_device, crowded_bytes, crowded_device)
@@ -327,15 +335,24 @@ class FMSearch:
         total = int(firsts[reads])
         positions = buffers.positions.at_least(4 * max(1, total))
         tags = buffers.tags.at_least(4 * max(1, total))
-        for block, block_results, (hit_at, out_at, count) in zip(blocks, results if half else [], places):
-            if count:
-                self.last_kernel_event = self._locate_hits(
-                    self.queue, self._global_size(count), (self._group,),
-                    block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples,
-                    block_results, taken, inputs[1], inputs[2], np.uint32(reads), np.uint32(half), np.uint32(seed_length),
-                    np.uint32(block.block.start), first_device, np.uint32(hit_at), np.uint32(out_at), np.uint32(count), positions, tags,
-                )
+        located = [(block, block_results, place) for block, block_results, place in zip(blocks, results if half else [], places) if place[2]]
+        for launch in in_launches(located, self.blocks_together):
+            arguments = []
+            for number, (block, block_results, (hit_at, out_at, count)) in enumerate((launch[0], launch[-1])):
+                arguments += [block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples, block_results,
+                              np.uint32(block.block.start), np.uint32(hit_at), np.uint32(out_at), np.uint32(count if number < len(launch) else 0)]
+            self.last_kernel_event = self._locate_hits(
+                self.queue, self._global_size(sum(place[2] for _, _, place in launch)), (self._group,), *arguments,
+                taken, inputs[1], inputs[2], np.uint32(reads), np.uint32(half), np.uint32(seed_length), first_device, positions, tags,
+            )
         return DeviceHits(first_device, positions, tags, total, firsts[: reads + 1]), crowded
+
+
+def in_launches(items: list, together: bool) -> list[tuple]:
+    """``items`` (one a block) in launches of the kernels that take two blocks at once: pairs in
+    order, the last alone when they are odd; one a launch unless ``together``."""
+    size = 2 if together else 1
+    return [tuple(items[start : start + size]) for start in range(0, len(items), size)]
 
 
 def hit_layout(rows: np.ndarray) -> tuple[np.ndarray, list[tuple[int, int, int]]]:

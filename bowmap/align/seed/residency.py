@@ -304,6 +304,8 @@ class StreamingSearch(FMSearch):
     """:class:`FMSearch` over streamed blocks: each call that reads blocks runs in a session of
     their :class:`BlockResidency` (the kernels and their order are FMSearch's own)."""
 
+    blocks_together = False
+
     def __init__(self, device: DeviceContext, queue, residency: BlockResidency):
         super().__init__(device, queue)
         self.residency = residency
