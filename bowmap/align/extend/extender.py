@@ -401,13 +401,21 @@ class Extender:
     def minimum(self) -> np.ndarray:
         return minimum_scores(self.lengths, self.scoring, self.options.end_to_end, self.options.min_score)
 
-    def trace(self, windows: Windows, chosen: np.ndarray) -> Traced:
-        """The best alignment of each of the windows ``chosen`` (indexes), traced back on the
-        device: its own score (AS), read interval, place and CIGAR (see :class:`Traced`)."""
-        count = self.count
-        pair_reads = windows.read + count * windows.reverse
+    def trace(self, scored: Scored, chosen: np.ndarray) -> Traced:
+        """The best alignment of each of the windows ``chosen`` (indexes into ``scored``), traced
+        back on the device: its own score (AS), read interval, place and CIGAR (see :class:`Traced`).
+        A window is traced only up to the column its best alignment ends at (``scored.window_end``;
+        the whole window where it is 0, no column): the columns past it change none of the
+        cells before, and the traceback takes the same best cell (the largest score, ties to the
+        smallest column), so the same alignment, without the window's margin past it (a
+        150-base read's window is about 214 columns, its alignment ends near 182)."""
+        windows = scored.windows
+        chosen = np.asarray(chosen, dtype=np.int64)
+        start, end = windows.start[chosen], scored.window_end[chosen].astype(np.int64)
+        lengths = np.where(end > 0, end, windows.end[chosen] - start)
         score, read_start, read_end, window_start, _, cigar_ops, cigar_starts, cigar_lengths = self.smith_waterman.traceback(
-            *self._sequences(windows), pair_reads[chosen], chosen
+            self.read_codes, self.read_offsets, self.read_lengths, self.device_text, start, lengths,
+            (windows.read + self.count * windows.reverse)[chosen], np.arange(len(chosen)),
         )
         from bowmap.align.extend.smith_waterman import cigar_scores
 
@@ -437,7 +445,7 @@ class Extender:
         minimum = self.minimum()
         mapped = self.candidates_mask(chosen_window, compared_score)
         extra = np.zeros(0, dtype=np.int64) if extra is None else np.asarray(extra, dtype=np.int64)
-        both = self.trace(scored.windows, np.concatenate((chosen_window[mapped].astype(np.int64), extra)))
+        both = self.trace(scored, np.concatenate((chosen_window[mapped].astype(np.int64), extra)))
         primaries = int(mapped.sum())
         traced, traced_extra = both.subset(np.arange(primaries)), both.subset(np.arange(primaries, primaries + len(extra)))
         kept = (traced.score > 0) & (traced.score >= minimum[mapped])

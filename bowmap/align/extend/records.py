@@ -204,7 +204,7 @@ def other_alignments(extender, scored: Scored, chosen: np.ndarray, second: np.nd
         alternative_window = np.zeros(len(windows), dtype=bool)  # (a mask: np.isin sorted both)
         alternative_window[alternatives.window] = True
         split_candidates = found[clear & (clear_rank < SPLIT_CANDIDATES) & ~alternative_window[found]]
-    traced = join_traced(alternatives, extender.trace(windows, split_candidates))
+    traced = join_traced(alternatives, extender.trace(scored, split_candidates))
     alternative = np.arange(len(traced.window)) < len(alternatives.window)
     window = traced.window
     order = lexsort((windows.reverse[window], windows.start[window], -scored.score[window].astype(np.int64), windows.read[window]))
