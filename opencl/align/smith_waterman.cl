@@ -207,6 +207,16 @@ inline void fill_profile(__local short2 *profile, uint stride, const uint *read_
     }
 }
 
+/* A column's scores (window code `code`) from a tile's query profile (fill_profile's, `stride`
+ * apart); inlined with the array in registers. */
+inline void column_scores(__local const short2 *profile, uint stride, uint code, short2 *pair_scores)
+{
+    __local const short2 *scores = profile + code * PROFILE_WORDS * stride;
+#pragma unroll
+    for (uint k = 0; k < PROFILE_WORDS; ++k)
+        pair_scores[k] = scores[k * stride];
+}
+
 /* Whether best `a` goes before `b`: a larger score, or as large at a smaller column (the order
  * in which a tile's columns, then the tiles, are swept). */
 inline bool better_best(Best a, Best b)
@@ -268,11 +278,8 @@ inline void sweep_tile(uint tile, uint rows, const bool last, const bool record,
         }
         int diagonal = diagonal_top;
         diagonal_top = up;
-        __local short2 *scores = profile + window_code * PROFILE_WORDS * local_size;
         short2 pair_scores[PROFILE_WORDS];
-#pragma unroll
-        for (uint k = 0; k < PROFILE_WORDS; ++k)
-            pair_scores[k] = scores[k * local_size];
+        column_scores(profile, local_size, window_code, pair_scores);
         DIRECTION_T bits = 0;
         int column_best = NEG;
         int last_row = NEG;
@@ -940,11 +947,8 @@ __kernel void sw_traceback_teams(SW_PAIR_PARAMETERS,
             }
             int diagonal = diagonal_top;
             diagonal_top = up;
-            __local short2 *scores = mine + window_code * PROFILE_WORDS * group_size;
             short2 pair_scores[PROFILE_WORDS];
-#pragma unroll
-            for (uint k = 0; k < PROFILE_WORDS; ++k)
-                pair_scores[k] = scores[k * group_size];
+            column_scores(mine, group_size, window_code, pair_scores);
             DIRECTION_T bits = 0;
             int column_best = NEG, last_row = NEG;
 #pragma unroll
