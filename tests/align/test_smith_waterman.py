@@ -151,6 +151,24 @@ def test_kernels_equal_reference(device, scoring, count, longest_read, flank, ke
 
 
 @pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
+def test_windows_cut_at_the_best_end_trace_the_same_alignments(device, scoring):
+    """Extender.trace sweeps a window only up to the column its best alignment ends at (none
+    cut where that end is 0): the traceback of the cut windows equals that of the whole ones,
+    CIGARs included, in the kernels and in the reference (cut a column shorter, they differ)."""
+    rng = np.random.default_rng(7 + scoring.match + scoring.gap_open)
+    arrays = make_pairs(rng, 97, 60, 24)
+    read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows = arrays
+    _, _, window_end = reference.best(scoring, *arrays)
+    cut = np.where(window_end > 0, window_end, window_lengths[pair_windows]).astype(np.uint32)
+    assert (cut < window_lengths[pair_windows]).sum() > len(cut) // 4  # most windows lose columns
+    cut_arrays = (read_codes, read_offsets, read_lengths, window_codes, window_offsets[pair_windows], cut,
+                  pair_reads, np.arange(len(pair_reads), dtype=np.uint32))
+    whole = reference.traceback(scoring, *arrays)
+    assert_same(reference.traceback(scoring, *cut_arrays), whole, TRACE_NAMES)
+    assert_same(SmithWaterman(device, scoring).traceback(*cut_arrays), whole, TRACE_NAMES)
+
+
+@pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
 def test_reference_equals_cell_by_cell_definition(scoring):
     rng = np.random.default_rng(11)
     arrays = make_pairs(rng, 60, 14, 4)
