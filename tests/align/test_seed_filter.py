@@ -346,7 +346,9 @@ def test_seed_hits_on_the_device_equal_the_host_hits(device, blocked_genome, see
     """FMSearch.seed_hits (seed_search, and with several blocks add_block_occurrences,
     subtract_overlaps and block_rows, then choose_seeds and locate_hits) against SeedFilter._hits:
     the same counts, the same crowded reads, and per read the same hits, each as many times as
-    blocks hold it (the host makes them unique)."""
+    blocks hold it (the host makes them unique); and the same hits in the same slots whether two
+    blocks share a launch or each has its own (blocks_together), for reads from anywhere and from
+    the last block's part alone (most of their hits in one block)."""
     import pyopencl as cl
 
     from bowmap.align.seed.fm_search import HitBuffers
@@ -360,8 +362,9 @@ def test_seed_hits_on_the_device_equal_the_host_hits(device, blocked_genome, see
     table = searcher.overlap_table(*host._overlap_table(seed_length)) if len(blocks) > 1 else None
     buffers = HitBuffers(device)
     subtracted = repeated = 0
-    for count, length in ((0, 100), (1, 150), (57, 100), (400, 120)):
-        codes, reverse_codes, offsets = seeded_reads(rng, genome, count, length, overlaps)
+    last = index.blocks[-1].start + 600  # past the last overlap
+    for count, length, source in ((0, 100, genome), (1, 150, genome), (57, 100, genome), (400, 120, genome), (30, 100, genome[last:])):
+        codes, reverse_codes, offsets = seeded_reads(rng, source, count, length, overlaps if source is genome else ())
         seeds = extract_seeds(codes, reverse_codes, offsets, options)
         (read, reverse, positions, read_offset, lengths), crowded = host._hits(seeds, count)
         half = len(seeds.read) // 2
@@ -391,6 +394,16 @@ def test_seed_hits_on_the_device_equal_the_host_hits(device, blocked_genome, see
         np.testing.assert_array_equal(device_crowded, crowded)
         if count > 100:
             assert crowded.any() and hits.count > count
+        apart = FMSearch(device)  # one block a launch
+        apart.blocks_together = False
+        apart_hits, apart_crowded = apart.seed_hits(*arguments[:1], seeds.codes, *arguments[2:], options.max_occurrences, budget,
+                                                    HitBuffers(device), table)
+        for array, buffer in zip(got, (apart_hits.first, apart_hits.positions, apart_hits.tags)):
+            apart_array = np.zeros_like(array)
+            if len(array):
+                cl.enqueue_copy(apart.queue, apart_array, buffer, is_blocking=True)
+            np.testing.assert_array_equal(apart_array, array)
+        np.testing.assert_array_equal(apart_crowded, device_crowded)
     if len(blocks) > 1:
         assert subtracted and repeated  # seeds met the overlaps: counted once, located twice
 

@@ -150,22 +150,46 @@ def test_kernels_equal_reference(device, scoring, count, longest_read, flank, ke
     check_invariants(scoring, arrays, traced)
 
 
-@pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
-def test_windows_cut_at_the_best_end_trace_the_same_alignments(device, scoring):
-    """Extender.trace sweeps a window only up to the column its best alignment ends at (none
-    cut where that end is 0): the traceback of the cut windows equals that of the whole ones,
-    CIGARs included, in the kernels and in the reference (cut a column shorter, they differ)."""
-    rng = np.random.default_rng(7 + scoring.match + scoring.gap_open)
-    arrays = make_pairs(rng, 97, 60, 24)
-    read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows = arrays
+WIDE = Scoring(match=200, mismatch=300, gap_open=500, gap_extend=100)  # 32-bit boundary scores
+
+
+@pytest.mark.parametrize("kernel", ["scalar", "teams"])
+@pytest.mark.parametrize("scoring", SCORINGS + [WIDE], ids=SCORING_IDS + ["wide"])
+def test_windows_cut_at_the_best_end_trace_the_same_alignments(device, scoring, kernel):
+    """Extender.trace sweeps a window only up to the column its best alignment ends at (the
+    whole window where that end is 0): the traceback of the cut windows equals that of the whole
+    ones, CIGARs included, in sw_traceback, sw_traceback_teams and the reference; cut a column
+    shorter, some differ. Reads of TEAM_LENGTHS (empty ones too), mutated copies inside their
+    windows, an N read (score 0 in local mode), an empty window, tandem against tandem."""
+    rng = np.random.default_rng(29 + scoring.match + scoring.gap_open)
+    count = 96
+    reads = [rng.integers(0, 4, size=int(length), dtype=np.uint8) for length in rng.choice(TEAM_LENGTHS, count)]
+    windows = [np.concatenate([rng.integers(0, 4, int(rng.integers(0, 70))), mutate(rng, read),
+                               rng.integers(0, 4, int(rng.integers(0, 70)))]).astype(np.uint8) for read in reads]
+    reads[1], windows[2] = np.array([4], np.uint8), np.zeros(0, np.uint8)
+    for k in range(3, count, 7):
+        reads[k] = np.resize(np.array([0, 1], np.uint8), len(reads[k]))
+        windows[k] = np.resize(np.array([1, 0], np.uint8), len(windows[k]))
+    read_codes, read_offsets, read_lengths = concatenate(reads)
+    window_codes, window_offsets, window_lengths = concatenate(windows)
+    pair_reads = np.arange(count, dtype=np.uint32)
+    pair_windows = pair_reads.copy()
+    pair_windows[::9] = rng.integers(0, count, len(pair_windows[::9]))  # some unrelated pairs
+    arrays = (read_codes, read_offsets, read_lengths, window_codes, window_offsets, window_lengths, pair_reads, pair_windows)
     _, _, window_end = reference.best(scoring, *arrays)
-    cut = np.where(window_end > 0, window_end, window_lengths[pair_windows]).astype(np.uint32)
-    assert (cut < window_lengths[pair_windows]).sum() > len(cut) // 4  # many windows lose columns
-    cut_arrays = (read_codes, read_offsets, read_lengths, window_codes, window_offsets[pair_windows], cut,
-                  pair_reads, np.arange(len(pair_reads), dtype=np.uint32))
-    whole = reference.traceback(scoring, *arrays)
-    assert_same(reference.traceback(scoring, *cut_arrays), whole, TRACE_NAMES)
-    assert_same(SmithWaterman(device, scoring).traceback(*cut_arrays), whole, TRACE_NAMES)
+    whole = window_lengths[pair_windows]
+
+    def cut_at(ends):
+        return (read_codes, read_offsets, read_lengths, window_codes, window_offsets[pair_windows], ends.astype(np.uint32),
+                pair_reads, np.arange(count, dtype=np.uint32))
+
+    cut = np.where(window_end > 0, window_end, whole)
+    assert (cut < whole).sum() > count // 4 and ((window_end == 0) & (whole > 0)).any()
+    expected = reference.traceback(scoring, *arrays)
+    assert_same(reference.traceback(scoring, *cut_at(cut)), expected, TRACE_NAMES)
+    assert_same(SmithWaterman(device, scoring, **KERNELS[kernel]).traceback(*cut_at(cut)), expected, TRACE_NAMES)
+    shorter = reference.traceback(scoring, *cut_at(np.where(window_end > 0, window_end - 1, whole)))
+    assert any(not np.array_equal(a, b) for a, b in zip(shorter, expected))
 
 
 @pytest.mark.parametrize("scoring", SCORINGS, ids=SCORING_IDS)
