@@ -295,7 +295,7 @@ __kernel void block_rows(__global const uint *results, __global const uint *resu
         rows[(size_t)(block + 1) * reads + r] = sum_b;
 }
 
-/* Every occurrence in one block of every taken seed (choose_seeds), grouped by read: hits
+/* Every occurrence in a block of every taken seed (choose_seeds), grouped by read: hits
  * hit_first[r] .. hit_first[r + 1] - 1 of the block are read r's (hit_first: the prefix sums of
  * its rows in this block, choose_seeds' read_rows with one block, block_rows' with several), its
  * seeds' rows in seed order (forward seeds, then reverse). Work-item gid finds its read by a binary
@@ -345,3 +345,5 @@ __kernel void locate_hits(LOCATE_BLOCK_PARAMETERS(), LOCATE_BLOCK_PARAMETERS(_b)
     positions[slot] = (second ? block_start_b : block_start) + offset;
     tags[slot] = (read_offset[i - reverse * forward] << 7) | (seed_length << 1) | reverse;
 }
+
+#undef LOCATE_BLOCK_PARAMETERS

@@ -407,8 +407,7 @@ class Extender:
         A window is traced only up to the column its best alignment ends at (``scored.window_end``;
         the whole window where it is 0, no column): the columns past it change none of the
         cells before, and the traceback takes the same best cell (the largest score, ties to the
-        smallest column), so the same alignment, without the window's margin past it (a
-        150-base read's window is about 214 columns, its alignment ends near 182)."""
+        smallest column), so the same alignment, without sweeping the window's margin past it."""
         windows = scored.windows
         chosen = np.asarray(chosen, dtype=np.int64)
         start, end = windows.start[chosen], scored.window_end[chosen].astype(np.int64)

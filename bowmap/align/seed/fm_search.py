@@ -99,7 +99,8 @@ class FMSearch:
 
     # seed_search and locate_hits take two resident blocks a launch (a launch as long as one);
     # where blocks are streamed through slots (StreamingSearch) one, so that naming a block's
-    # buffers never evicts the other's.
+    # buffers never evicts the other's. add_block_occurrences and block_rows read no block's
+    # buffers, only the intervals: they take two a launch either way.
     blocks_together = True
 
     def _global_size(self, count: int) -> tuple[int]:
@@ -281,7 +282,7 @@ class FMSearch:
         """Several blocks' intervals -> each seed's occurrences in the text (add_block_occurrences,
         subtract_overlaps), in a results-layout buffer for choose_seeds."""
         combined = self._combined.at_least(2 * 4 * 2 * half)
-        for number, launch in enumerate(in_launches(results, True)):
+        for number, launch in enumerate(in_launches(results, True)):  # the first launch sets, the others add
             self._add_block_occurrences(
                 self.queue, self._global_size(2 * half), (self._group,), launch[0], launch[-1], np.uint32(len(launch)),
                 np.uint32(2 * half), np.uint32(number == 0), combined,
@@ -322,7 +323,7 @@ class FMSearch:
                 combined = self._combine(results, inputs, reads, half, seed_length, read_starts[-1], overlaps)
                 taken, _, crowded_device = self._enqueue_choice(combined, inputs[1], reads, half, max_occurrences, budget)
                 rows_device = self._rows_by_block.at_least(rows.nbytes)
-                for number, launch in zip(range(0, len(results), 2), in_launches(results, True)):
+                for number, launch in zip(range(0, len(results), BLOCKS_A_LAUNCH), in_launches(results, True)):
                     self._block_rows(
                         self.queue, self._global_size(reads), (self._group,), launch[0], launch[-1], np.uint32(len(launch)),
                         taken, inputs[1], np.uint32(reads), np.uint32(half), np.uint32(number), rows_device,
@@ -338,9 +339,10 @@ class FMSearch:
         located = [(block, block_results, place) for block, block_results, place in zip(blocks, results if half else [], places) if place[2]]
         for launch in in_launches(located, self.blocks_together):
             arguments = []
-            for number, (block, block_results, (hit_at, out_at, count)) in enumerate((launch[0], launch[-1])):
+            alone = (launch[0][:2] + ((0, 0, 0),),) * (BLOCKS_A_LAUNCH - len(launch))  # a launch of one: its block again, no hits
+            for block, block_results, (hit_at, out_at, count) in launch + alone:
                 arguments += [block.occ, np.uint32(block.block.primary), block.first_rows, block.marks, block.samples, block_results,
-                              np.uint32(block.block.start), np.uint32(hit_at), np.uint32(out_at), np.uint32(count if number < len(launch) else 0)]
+                              np.uint32(block.block.start), np.uint32(hit_at), np.uint32(out_at), np.uint32(count)]
             self.last_kernel_event = self._locate_hits(
                 self.queue, self._global_size(sum(place[2] for _, _, place in launch)), (self._group,), *arguments,
                 taken, inputs[1], inputs[2], np.uint32(reads), np.uint32(half), np.uint32(seed_length), first_device, positions, tags,
@@ -348,10 +350,14 @@ class FMSearch:
         return DeviceHits(first_device, positions, tags, total, firsts[: reads + 1]), crowded
 
 
+# The blocks a launch of seed_search, locate_hits, block_rows and add_block_occurrences takes at most.
+BLOCKS_A_LAUNCH = 2
+
+
 def in_launches(items: list, together: bool) -> list[tuple]:
     """``items`` (one a block) in launches of the kernels that take two blocks at once: pairs in
     order, the last alone when they are odd; one a launch unless ``together``."""
-    size = 2 if together else 1
+    size = BLOCKS_A_LAUNCH if together else 1
     return [tuple(items[start : start + size]) for start in range(0, len(items), size)]
 
 
