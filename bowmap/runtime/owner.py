@@ -6,7 +6,6 @@ runs one in a process of its own. The protocol and the reasons are in bowmap.run
 from __future__ import annotations
 
 import collections
-import json
 import mmap
 import os
 import secrets
@@ -17,10 +16,13 @@ from multiprocessing.connection import Listener
 
 import numpy as np
 
-from bowmap.runtime import usage
+from bowmap.runtime import pinning, usage
 from bowmap.runtime.buffer_pool import POOL_BYTES, POOL_SHARE, BufferPool
 from bowmap.runtime.errors import BowmapError
 from bowmap.runtime.remote import _Local, _Ref
+
+# The requests answered from the context alone, before the shared buffers are uploaded (_may_start).
+_OF_THE_CONTEXT = {"program", "kernel_info", "facts"}
 
 # Where a batch's command names its queue (the commands that use one).
 _ON_QUEUE = {"kernel": 4, "write": 1, "read": 1, "wait_idle": 1}
@@ -43,6 +45,12 @@ def _launch(typed: list, queue, global_size, local_size, values: list):
         kernel.set_scalar_arg_dtypes(dtypes)
         typed[1] = dtypes
     return kernel(queue, global_size, local_size, *values)
+
+
+def listening(address, authkey: bytes) -> Listener:
+    """A DeviceOwner's listener (made before it where clients may come first: owner_process);
+    those that connect before it accepts wait in the backlog, one a host worker with room."""
+    return Listener(address, family="AF_UNIX", authkey=authkey, backlog=max(64, 2 * (os.cpu_count() or 1)))
 
 
 class _Client:
@@ -80,13 +88,16 @@ class DeviceOwner:
     bench/host_waits.py). ``register_arenas``: register the clients' arenas with the driver
     (see :meth:`_map`); by default where measured to pay, on NVIDIA."""
 
-    def __init__(self, open_device, shared, address=None, authkey: bytes | None = None, register_arenas: bool | None = None):
+    def __init__(self, open_device, shared, address=None, authkey: bytes | None = None, register_arenas: bool | None = None,
+                 listener: Listener | None = None):
         self.authkey = secrets.token_bytes(32) if authkey is None else authkey
-        self._listener = Listener(address, family="AF_UNIX", authkey=self.authkey)
+        self._listener = listening(address, self.authkey) if listener is None else listener
         self.address = self._listener.address
         self.device = None
+        self._context = None  # the device once its context is open (self.device: once set up)
         self.set_up_seconds: dict[str, float] = {}
         self._ready = threading.Event()
+        self._opened = threading.Event()  # the context is open (set-up's upload may still run)
         self._error: BaseException | None = None
         self._buffers: dict = {}
         self._queues: dict = {}
@@ -102,7 +113,7 @@ class DeviceOwner:
         self._released_early: set = set()  # see _release
         self._made: dict = {}  # key -> (flags, size) of the buffers clients created: they go to the pool
         self._pool = BufferPool(POOL_BYTES)
-        self._timeline: list = []  # (kernel name, queue key, event) with usage.TIMELINE
+        self.timeline: list = []  # (kernel name, queue key, event) with usage.TIMELINE (usage.write_timeline)
         self._register = register_arenas  # decided with the device where None (_set_up)
         threading.Thread(target=self._set_up, args=(open_device, shared), daemon=True, name="bowmap-owner-setup").start()
         threading.Thread(target=self._accept, daemon=True, name="bowmap-owner").start()
@@ -120,6 +131,9 @@ class DeviceOwner:
             device = open_device()
             opened = time.perf_counter()
             usage.mark("owner context")
+            self._context = device
+            self._opened.set()
+            self._wake()  # its requests may start (see _may_start)
             buffers = shared(device)
             usage.mark("owner uploaded")
             self._pool.limit = min(POOL_BYTES, int(POOL_SHARE * device.info.global_memory))
@@ -131,8 +145,16 @@ class DeviceOwner:
         except BaseException as error:  # noqa: BLE001 - every request answers with it
             self._error = error
         finally:
+            self._opened.set()
             self._ready.set()
             self._wake()
+
+    def _may_start(self, request) -> bool:
+        """Whether ``request`` may be served now: a greeting at once, a program or a kernel's facts
+        once the context is open, the rest once the shared buffers are uploaded too. Why: host
+        workers' first program was built after the upload (H200, chr20: 12 ms of a run's start)."""
+        kind = request[0]
+        return kind == "hello" or self._ready.is_set() or (kind in _OF_THE_CONTEXT and self._opened.is_set())
 
     def wait_ready(self):
         """The owner's device once set up; raises its set-up's error."""
@@ -202,15 +224,17 @@ class DeviceOwner:
                     if usage.COUNTING and client.token is not None:
                         client.requests += 1
                         usage.mark(f"read {client.token}", client.requests)
-                    if request[0] == "hello" or self._ready.is_set():
+                    if self._may_start(request):
                         with usage.timed("loop: requests started"):
                             self._start(client, request, waiting)
                     else:
                         early.append((client, request))
                     moved = True
-                while early and self._ready.is_set():
-                    self._start(*early.popleft(), waiting)
-                    moved = True
+                if early and self._opened.is_set():
+                    for client, request in [item for item in early if self._may_start(item[1])]:
+                        early.remove((client, request))
+                        self._start(client, request, waiting)
+                        moved = True
                 for client in list(waiting):
                     with usage.timed("loop: event polls"):
                         status = client.event.command_execution_status
@@ -303,6 +327,10 @@ class DeviceOwner:
             with self._lock:
                 self._clients[client.token] += 1
             return None
+        if kind in _OF_THE_CONTEXT:
+            if self._context is None or self._error is not None:
+                self.wait_ready()  # raises the set-up's error
+            return self._answer(self._context, request)
         device = self.wait_ready()
         if kind == "batch":
             _, new_arena, released, commands = request
@@ -319,35 +347,48 @@ class DeviceOwner:
                 if usage.COUNTING:
                     usage.waited("batches", time.perf_counter() - started)
             return None
-        return self._answer(device, request)
+        raise ValueError(f"unknown request {kind!r}")
 
     def _map(self, client: _Client, device, path: str, size: int) -> None:
-        """Map a client's new arena (in place of its old one), registered with the driver as a
-        buffer over its pages (``USE_HOST_PTR``) where ``register_arenas``: NVIDIA's driver then
-        copies from and into it directly, as from pinned memory, and a copy may be queued behind
-        the kernels of its queue without holding up the caller (see _execute). Why: copies from
-        pageable memory go through the driver's staging buffers, the copies of every queue one
-        after another. Measured on an H200 behind another queue's kernel, 8 MB: a copy held its
-        caller 1.4 ms (2.5 ms CPU), a blocking read 0.6 ms, against 0.2 ms each from a
-        registered arena; in a run with 15 host workers (chr20, 1 M pairs) a batch's read came
-        back 2.5-9 ms after its kernel, and the batches took half the time once registered."""
-        import pyopencl as cl
-
+        """Map a client's new arena (in place of its old one) and, where ``register_arenas``,
+        register it with the driver as a buffer over its pages (``USE_HOST_PTR``; in a thread,
+        :meth:`_pin`): NVIDIA's driver then copies from and into it directly, as from pinned
+        memory, and a copy may be queued behind the kernels of its queue without holding up the
+        caller (see _execute). Why: copies from pageable memory go through the driver's staging
+        buffers, every queue's one after another (H200, 8 MB behind another queue's kernel: a
+        copy held its caller 1.4 ms, a blocking read 0.6 ms, 0.2 ms each registered; chr20, 1 M
+        pairs, 15 host workers: batches took half the time registered). Until its registration
+        is done, the client's batches use the arena unregistered."""
         with open(path, "r+b") as file:
             arena = mmap.mmap(file.fileno(), size)
         if client.arena is not None:
             self._unmap(client)
         client.arena = arena
         if self._register:
-            client.pinned = cl.Buffer(device.context, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR,
-                                      hostbuf=np.frombuffer(arena, dtype=np.uint8))
+            threading.Thread(target=self._pin, args=(client, device, arena), daemon=True, name="bowmap-owner-pin").start()
+
+    def _pin(self, client: _Client, device, arena) -> None:
+        """Register ``client``'s ``arena`` (see :meth:`_map`) off the serving loop, which goes on
+        meanwhile (bowmap.runtime.pinning says why). An arena replaced or forgotten meanwhile
+        keeps its buffer with it (:attr:`_departed`)."""
+        view = np.frombuffer(arena, dtype=np.uint8)
+        try:
+            buffer = pinning.register(device.context, view)
+        except Exception:  # noqa: BLE001 - a driver that cannot: the arena serves unregistered
+            return
+        with self._lock:
+            if client.arena is arena:
+                client.pinned = buffer, view  # the buffer holds no reference to its pages' view
+            else:
+                self._departed.append((buffer, view, arena))
 
     def _unmap(self, client: _Client) -> None:
         """Forget ``client``'s arena: its registered buffer and mapping are kept, not freed (see
         :meth:`_forget`: an arena replaced by a larger one, or its client gone)."""
-        self._departed.append((client.pinned, client.arena))  # the buffer holds a view of the arena
-        client.pinned = None
-        client.arena = None
+        with self._lock:
+            self._departed.append((client.pinned, client.arena))
+            client.pinned = None
+            client.arena = None
 
     def _queue(self, device, key):
         queue = self._queues.get(key)
@@ -361,15 +402,6 @@ class DeviceOwner:
             with self._lock:
                 queue = self._queues.setdefault(key, made)
         return queue
-
-    def write_timeline(self, path: str) -> None:
-        """The kernels run so far (BOWMAP_TIMELINE): JSON rows of name, queue number, and the
-        device clock's queued, submitted, started and ended (ns)."""
-        numbers: dict = {}
-        rows = [[name, numbers.setdefault(queue_key, len(numbers)), event.profile.queued, event.profile.submit,
-                 event.profile.start, event.profile.end] for name, queue_key, event in self._timeline]
-        with open(path, "w") as file:
-            json.dump(rows, file)
 
     def _answer(self, device, message):
         kind = message[0]
@@ -412,6 +444,7 @@ class DeviceOwner:
         if kernels is None:
             kernels = self._kernels[program_key] = {kernel.function_name: [kernel, None]
                                                     for kernel in device.program(*program_key).all_kernels()}
+            usage.mark(f"built {program_key[0]}")
         return kernels
 
     def _release(self, released, created: set) -> None:
@@ -505,7 +538,7 @@ class DeviceOwner:
                         ]
                         event = last[queue_key] = _launch(typed, queue, global_size, local_size, values)
                     if usage.TIMELINE:
-                        self._timeline.append((name, queue_key, event))
+                        self.timeline.append((name, queue_key, event))
                 elif operation == "write" or operation == "read":
                     queue_key, buffer_key = command[1], command[2]
                     queue = touched[queue_key] = self._queue(device, queue_key)

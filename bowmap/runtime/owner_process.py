@@ -13,7 +13,7 @@ import time
 from bowmap.runtime import usage
 from bowmap.runtime.devices import context_for_info, forking_quietly, list_devices, parse_device_spec
 from bowmap.runtime.errors import BowmapError
-from bowmap.runtime.owner import DeviceOwner
+from bowmap.runtime.owner import DeviceOwner, listening
 
 _UNREAD = object()  # OwnerProcess._devices before the owner's list is read
 
@@ -31,7 +31,9 @@ class OwnerProcess:
     imports (about 0.7 s of a run's start on the GPU machine): allowed only in a process that has
     made no OpenCL call yet (see bowmap.runtime.devices.may_fork_device_users), so that the
     child opens the driver itself. The socket's address is chosen here, so :attr:`endpoint` is
-    known at once; clients that come before the owner listens wait for it (see
+    known at once; the process listens as soon as it runs, so that clients which come before
+    the owner is made (a forked owner opens its device first) wait in the connection queue, and
+    those that come earlier still (a spawned process's start) wait for it (see
     bowmap.runtime.remote._connect). The process ends when :meth:`close` is called or this
     process's end of the control pipe closes (this process died).
 
@@ -169,6 +171,7 @@ class _PreparedDevice:
             listed = list_devices()
         except Exception:  # noqa: BLE001 - the run's process lists them itself and reports the error
             listed = None
+        usage.mark("standby listed")
         control.send(("devices", listed))
         self._thread = threading.Thread(target=self._open, args=(spec, listed or []), daemon=True, name="bowmap-owner-prepare")
         self._thread.start()
@@ -177,6 +180,7 @@ class _PreparedDevice:
         try:
             infos = parse_device_spec(spec, listed, builds=lambda info: True)
             self._device = context_for_info(infos[0])
+            usage.mark("standby context")
             self._info = infos[0]
         except Exception:  # noqa: BLE001 - see the class's docstring
             pass
@@ -217,6 +221,9 @@ def _owner_process(address, authkey: bytes, control, prepare: bool = False, spec
     owner = None
     name = "device"
     try:
+        # Listening at once: host workers that come before the owner is made (forked while its
+        # device opens) wait in the connection queue, not in growing sleeps (remote._connect).
+        listener = listening(address, authkey)
         prepared = _PreparedDevice(spec, control) if prepare else None
         try:
             message = control.recv()
@@ -224,9 +231,10 @@ def _owner_process(address, authkey: bytes, control, prepare: bool = False, spec
             message = "stop"  # the run's process is gone
         if message != "stop":
             _, open_device, shared, name, info = message
+            usage.mark("owner served")
             if prepared is not None:
                 open_device = prepared.opener(open_device, info)
-            owner = DeviceOwner(open_device, shared, address, authkey)
+            owner = DeviceOwner(open_device, shared, address, authkey, listener=listener)
             try:
                 owner.wait_ready()
                 control.send(("ready", {**owner.set_up_seconds, "prepared": prepared is not None and prepared.taken}))
@@ -242,7 +250,7 @@ def _owner_process(address, authkey: bytes, control, prepare: bool = False, spec
             if usage.FOLDER:
                 usage.write_usage(os.path.join(usage.FOLDER, f"owner-{name}.usage.json"), started)
             if usage.TIMELINE:
-                owner.write_timeline(os.path.join(usage.FOLDER, f"owner-{name}.kernels.json"))
+                usage.write_timeline(os.path.join(usage.FOLDER, f"owner-{name}.kernels.json"), owner.timeline)
         sys.stdout.flush()
         sys.stderr.flush()
         try:

@@ -70,10 +70,13 @@ def _new_process() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_process)
 
-# A channel's first arena; it doubles when a batch needs more. The owner registers each arena
-# with NVIDIA's driver, which pins its pages at about 0.7 ms a MiB holding the owner's loop
-# (pyopencl keeps the GIL; H200): 16 MiB grew to 32 in every host worker's first chunk of the
-# default 4 Mi bases (chr20), 48 MiB pinned a worker where 32 do.
+# A channel's first arena, and the least its second: past that it doubles when a batch needs
+# more. The owner registers each arena with NVIDIA's driver, which pins its pages (H200: 4-5 ms
+# for 32 MiB, see bowmap.runtime.pinning), one arena after another whatever the thread. Why two
+# sizes: a host worker's set-up and a small run's chunks fit in 8 MiB (chr20, 10,000 pairs:
+# 2.5-5.7 MB at most), and five workers' 32 MiB arenas held that run's start 60 ms; a chunk of the
+# default 4 Mi bases needs 16-32 MiB (16 grew to 32 in every worker's first chunk).
+_FIRST_ARENA_BYTES = 8 << 20
 _ARENA_BYTES = 32 << 20
 _ALIGN = 64
 
@@ -142,8 +145,12 @@ def _connect(address, authkey: bytes, pid: int | None):
         except (FileNotFoundError, ConnectionRefusedError):
             if pid is None or not _alive(pid) or time.monotonic() > deadline:
                 raise BowmapError("the device owner process stopped before it answered") from None
+            # Short sleeps: the owner's start is a run's critical path (50 ms at most cost a
+            # small run's workers 14-50 ms each on an H200).
             time.sleep(pause)
-            pause = min(2 * pause, 0.05)
+            pause = min(2 * pause, 0.01)
+        except (EOFError, ConnectionResetError):  # it died while its greeting was awaited
+            raise BowmapError("the device owner process stopped before it answered") from None
 
 
 def _alive(pid: int) -> bool:
@@ -207,7 +214,7 @@ class _Channel:
         return offset
 
     def _grow(self, needed: int) -> None:
-        size = max(_ARENA_BYTES, needed, 2 * (len(self.arena) if self.arena is not None else 0))
+        size = max(needed, _FIRST_ARENA_BYTES) if self.arena is None else max(_ARENA_BYTES, needed, 2 * len(self.arena))
         arena, name, forget = _arena_file(size)
         if self.arena is not None:
             arena[: self.used] = self.arena[: self.used]  # this batch's uploads so far

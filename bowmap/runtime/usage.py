@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import threading
 import time
 
@@ -33,8 +34,18 @@ def waited(name: str, seconds: float) -> None:
         entry[1] += seconds
 
 
-if hasattr(os, "register_at_fork"):  # a forked worker's marks are its own
-    os.register_at_fork(after_in_child=_MARKS.clear)
+_FORKED_WITH: set | None = None  # a forked process's modules at its fork (write_usage's "imported")
+
+
+def _forked() -> None:
+    global _FORKED_WITH
+    _MARKS.clear()  # a forked worker's marks are its own
+    if COUNTING:
+        _FORKED_WITH = set(sys.modules)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def mark(name: str, number: int | None = None) -> None:
@@ -93,7 +104,9 @@ def write_usage(path: str, started: float, ready: float | None = None) -> None:
     """This process's CPU time (all its threads) and its age since ``started`` (time.monotonic),
     as JSON: CPU / age is how busy it kept its core. ``ready``: its age when it was ready to work.
     ``waits``: name -> [count, thread-seconds] (see :func:`waited`); ``marks``: [name, number,
-    time.monotonic()] (see :func:`mark`); ``threads``: the live threads' CPU (:func:`thread_times`)."""
+    time.monotonic()] (see :func:`mark`); ``threads``: the live threads' CPU (:func:`thread_times`);
+    ``imported``: in a forked process, the modules it imported itself (what its start paid for
+    that its parent could have imported once for all its children)."""
     import resource  # Unix only: imported where a developer asked for the files
 
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -102,4 +115,16 @@ def write_usage(path: str, started: float, ready: float | None = None) -> None:
         marks = list(_MARKS)
     with open(path, "w") as file:
         json.dump({"user_s": usage.ru_utime, "system_s": usage.ru_stime, "age_s": time.monotonic() - started, "ready_s": ready,
-                   "waits": waits, "marks": marks, "threads": thread_times()}, file)
+                   "waits": waits, "marks": marks, "threads": thread_times(),
+                   "imported": sorted(set(sys.modules) - _FORKED_WITH) if _FORKED_WITH is not None else []}, file)
+
+
+def write_timeline(path: str, timeline: list) -> None:
+    """A device owner's kernels run so far (TIMELINE; ``timeline``: [(kernel name, queue key,
+    profiled event)]), as JSON rows of name, queue number, and the device clock's queued,
+    submitted, started and ended (ns)."""
+    numbers: dict = {}
+    rows = [[name, numbers.setdefault(queue_key, len(numbers)), event.profile.queued, event.profile.submit,
+             event.profile.start, event.profile.end] for name, queue_key, event in timeline]
+    with open(path, "w") as file:
+        json.dump(rows, file)

@@ -141,10 +141,42 @@ def test_an_owner_whose_set_up_failed_answers_every_request_with_its_error(devic
     owner, remote = owner_and_client(device, failing)
     try:
         with pytest.raises(BowmapError, match="index block 3 needs"):
+            remote.queue().wait_idle()  # a batch waits for the set-up: its error
+        # once it failed, a program too (before, one may be built beside the upload)
+        with pytest.raises(BowmapError, match="index block 3 needs"):
             remote.program("align/fm_search.cl")
         # each thread its own connection: the same error there
         assert raises_in_another_thread(lambda: remote.queue().wait_idle())
     finally:
+        owner.close()
+
+
+def test_a_program_is_answered_while_the_owner_still_uploads_and_a_batch_once_it_has(device):
+    uploading = threading.Event()
+    release = threading.Event()
+
+    def slow_upload(_):
+        uploading.set()
+        assert release.wait(30)
+        return {}
+
+    owner, remote = owner_and_client(device, slow_upload)
+    try:
+        assert uploading.wait(30)
+        programs, done = [], []
+        asking = threading.Thread(target=lambda: programs.append(remote.program("align/fm_search.cl")))
+        asking.start()
+        asking.join(10)
+        assert programs and programs[0].facts  # answered while the upload still runs
+        batch = threading.Thread(target=lambda: done.append(remote.queue().wait_idle()))
+        batch.start()
+        batch.join(0.3)
+        assert not done  # a batch waits for the shared buffers
+        release.set()
+        batch.join(30)
+        assert done == [None]
+    finally:
+        release.set()
         owner.close()
 
 
@@ -329,13 +361,17 @@ def test_buffers_are_made_with_their_batch_and_dropped_once_released_whatever_th
 
 
 @pytest.mark.parametrize("register_arenas", [False, True], ids=["pageable", "registered"])
-def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, register_arenas):
-    """A batch whose bytes outgrow the thread's arena (32 MiB at first) gets a new one, mapped
-    (and registered) in place of the old, which is closed; its copies come back whole."""
+def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, register_arenas, monkeypatch):
+    """A batch whose bytes outgrow the thread's arena (8 MiB at first, then at least 32, then
+    doubling) gets a new one, mapped (and registered) in place of the old, which is closed; its
+    copies come back whole."""
     import pyopencl as cl
 
+    from bowmap.runtime import remote as remote_module
     from bowmap.runtime.devices import make_buffer, read_back
 
+    sizes, make = [], remote_module._arena_file
+    monkeypatch.setattr(remote_module, "_arena_file", lambda size: (sizes.append(size), make(size))[1])
     owner, remote = owner_and_client(device, lambda owned: {}, register_arenas)
     try:
         queue = remote.queue()
@@ -347,6 +383,8 @@ def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, regist
             back = np.empty_like(data)
             read_back(queue, back, buffer)
             np.testing.assert_array_equal(back, data)
+        # each batch copies its words there and back: 8 MiB, 40 and 72 (and alignment)
+        assert sizes == [8 << 20, 32 << 20, 64 << 20, 128 << 20]
     finally:
         owner.close()
 
