@@ -28,6 +28,7 @@ from bowmap.align.workers import (
     default_processes,
     default_queue_pairs,
     device_workers,
+    import_worker_modules,
 )
 from bowmap.runtime import usage
 
@@ -127,6 +128,7 @@ def run_align(options: AlignOptions) -> dict:
         from bowmap.runtime.owner_process import OwnerProcess
 
         standby = OwnerProcess(start_method="fork", prepare=True, spec=options.devices)
+        import_worker_modules()  # meanwhile, for the host workers forked later
     verification = _Background(verify_index, index)
     log.info("loaded index %s: %d contig(s), %d block(s) [%.2f s]", options.index, len(index.contig_names), len(index.blocks), time.perf_counter() - started)
     bar = Progress(options.reads, options.progress)

@@ -5,6 +5,7 @@ output whatever the layout, mate rescue, and bad input."""
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import os
 from pathlib import Path
@@ -573,6 +574,9 @@ def test_the_command_line_forks_its_owner_and_workers_and_gives_the_same_records
     assert [line for line in out.read_text().splitlines() if not line.startswith("@PG")] == expected
     assert len(list(usage.glob("owner-*.usage.json"))) == 1
     assert len(list(usage.glob("worker*.usage.json"))) == 2
+    # the workers' modules came with the fork (workers.WORKER_MODULES): none imported a bowmap module
+    for path in usage.glob("worker*.usage.json"):
+        assert [name for name in json.loads(path.read_text())["imported"] if name.startswith("bowmap")] == []
 
 
 def test_the_model_is_logged_and_can_be_given(indexes, tmp_path, capsys):
