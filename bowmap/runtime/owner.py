@@ -6,6 +6,7 @@ runs one in a process of its own. The protocol and the reasons are in bowmap.run
 from __future__ import annotations
 
 import collections
+import functools
 import mmap
 import os
 import secrets
@@ -16,10 +17,11 @@ from multiprocessing.connection import Listener
 
 import numpy as np
 
-from bowmap.runtime import pinning, usage
+from bowmap.runtime import usage
 from bowmap.runtime.buffer_pool import POOL_BYTES, POOL_SHARE, BufferPool
 from bowmap.runtime.errors import BowmapError
-from bowmap.runtime.remote import _Local, _Ref
+from bowmap.runtime.pinning import Pinning
+from bowmap.runtime.remote import _Local, _Ref, listening
 
 # The requests answered from the context alone, before the shared buffers are uploaded (_may_start).
 _OF_THE_CONTEXT = {"program", "kernel_info", "facts"}
@@ -47,12 +49,6 @@ def _launch(typed: list, queue, global_size, local_size, values: list):
     return kernel(queue, global_size, local_size, *values)
 
 
-def listening(address, authkey: bytes) -> Listener:
-    """A DeviceOwner's listener (made before it where clients may come first: owner_process);
-    those that connect before it accepts wait in the backlog, one a host worker with room."""
-    return Listener(address, family="AF_UNIX", authkey=authkey, backlog=max(64, 2 * (os.cpu_count() or 1)))
-
-
 class _Client:
     """One client connection of a DeviceOwner: its process's token, its arena, and the request
     it has in hand (a client thread sends one and waits for its answer)."""
@@ -76,7 +72,8 @@ class DeviceOwner:
 
     ``open_device()`` makes the context (a DeviceContext) and ``shared(device)`` the buffers every
     client may name (a dict name -> pyopencl Buffer): both run in a thread of their own, started
-    here, so the caller goes on (spawning the host workers) meanwhile; requests wait for them.
+    here, so the caller goes on (spawning the host workers) meanwhile; requests wait for them
+    (a program or a kernel's facts for the context alone, see :meth:`_may_start`).
 
     One thread serves every client (:meth:`_loop`): each request is a generator
     (:meth:`_handle`) that runs until it must wait for a queue to go idle, yielding the event
@@ -115,6 +112,8 @@ class DeviceOwner:
         self._pool = BufferPool(POOL_BYTES)
         self.timeline: list = []  # (kernel name, queue key, event) with usage.TIMELINE (usage.write_timeline)
         self._register = register_arenas  # decided with the device where None (_set_up)
+        self.pinning = Pinning()  # the arenas' registrations (_map)
+        self.batches = {"registered": 0, "pageable": 0}  # served so far, by their arena's kind
         threading.Thread(target=self._set_up, args=(open_device, shared), daemon=True, name="bowmap-owner-setup").start()
         threading.Thread(target=self._accept, daemon=True, name="bowmap-owner").start()
         threading.Thread(target=self._loop, daemon=True, name="bowmap-owner-loop").start()
@@ -340,8 +339,10 @@ class DeviceOwner:
                 usage.mark("arena mapped", new_arena[1])  # its size
             created = set()
             started = time.perf_counter()
+            registered = client.pinned is not None
+            self.batches["registered" if registered else "pageable"] += 1
             try:
-                yield from self._execute(device, client.arena, commands, created, client.pinned is not None)
+                yield from self._execute(device, client.arena, commands, created, registered)
             finally:
                 self._release(released, created)
                 if usage.COUNTING:
@@ -352,41 +353,36 @@ class DeviceOwner:
     def _map(self, client: _Client, device, path: str, size: int) -> None:
         """Map a client's new arena (in place of its old one) and, where ``register_arenas``,
         register it with the driver as a buffer over its pages (``USE_HOST_PTR``; in a thread,
-        :meth:`_pin`): NVIDIA's driver then copies from and into it directly, as from pinned
-        memory, and a copy may be queued behind the kernels of its queue without holding up the
-        caller (see _execute). Why: copies from pageable memory go through the driver's staging
-        buffers, every queue's one after another (H200, 8 MB behind another queue's kernel: a
-        copy held its caller 1.4 ms, a blocking read 0.6 ms, 0.2 ms each registered; chr20, 1 M
-        pairs, 15 host workers: batches took half the time registered). Until its registration
-        is done, the client's batches use the arena unregistered."""
+        bowmap.runtime.pinning): NVIDIA's driver then copies from and into it directly, as from
+        pinned memory, and a copy may be queued behind the kernels of its queue without holding
+        up the caller (see _execute). Why: copies from pageable memory go through the driver's
+        staging buffers, every queue's one after another (H200, 8 MB behind another queue's
+        kernel: a copy held its caller 1.4 ms, a blocking read 0.6 ms, 0.2 ms each registered;
+        chr20, 1 M pairs, 15 host workers: batches took half the time registered). Until its
+        registration is done, the client's batches use the arena unregistered."""
         with open(path, "r+b") as file:
             arena = mmap.mmap(file.fileno(), size)
         if client.arena is not None:
             self._unmap(client)
         client.arena = arena
         if self._register:
-            threading.Thread(target=self._pin, args=(client, device, arena), daemon=True, name="bowmap-owner-pin").start()
+            self.pinning.start(device.context, arena, lambda: client.arena is arena, functools.partial(self._pinned, client, arena))
 
-    def _pin(self, client: _Client, device, arena) -> None:
-        """Register ``client``'s ``arena`` (see :meth:`_map`) off the serving loop, which goes on
-        meanwhile (bowmap.runtime.pinning says why). An arena replaced or forgotten meanwhile
-        keeps its buffer with it (:attr:`_departed`)."""
-        view = np.frombuffer(arena, dtype=np.uint8)
-        try:
-            buffer = pinning.register(device.context, view)
-        except Exception:  # noqa: BLE001 - a driver that cannot: the arena serves unregistered
-            return
+    def _pinned(self, client: _Client, arena, registered) -> None:
+        """``client``'s ``arena`` registered (in a thread of bowmap.runtime.pinning.Pinning): its
+        next batches use it so, unless it was replaced or forgotten meanwhile (then it is kept
+        with the others, :attr:`_departed`)."""
         with self._lock:
             if client.arena is arena:
-                client.pinned = buffer, view  # the buffer holds no reference to its pages' view
+                client.pinned = registered
             else:
-                self._departed.append((buffer, view, arena))
+                self._departed.append(registered)
 
     def _unmap(self, client: _Client) -> None:
         """Forget ``client``'s arena: its registered buffer and mapping are kept, not freed (see
         :meth:`_forget`: an arena replaced by a larger one, or its client gone)."""
         with self._lock:
-            self._departed.append((client.pinned, client.arena))
+            self._departed.append(client.pinned if client.pinned is not None else client.arena)
             client.pinned = None
             client.arena = None
 

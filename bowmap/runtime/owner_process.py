@@ -13,7 +13,8 @@ import time
 from bowmap.runtime import usage
 from bowmap.runtime.devices import context_for_info, forking_quietly, list_devices, parse_device_spec
 from bowmap.runtime.errors import BowmapError
-from bowmap.runtime.owner import DeviceOwner, listening
+from bowmap.runtime.owner import DeviceOwner
+from bowmap.runtime.remote import listening
 
 _UNREAD = object()  # OwnerProcess._devices before the owner's list is read
 
@@ -218,7 +219,7 @@ def _owner_process(address, authkey: bytes, control, prepare: bool = False, spec
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # forked, it has its parent's handler (see runners._worker_process)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    owner = None
+    owner = listener = None
     name = "device"
     try:
         # Listening at once: host workers that come before the owner is made (forked while its
@@ -251,6 +252,8 @@ def _owner_process(address, authkey: bytes, control, prepare: bool = False, spec
                 usage.write_usage(os.path.join(usage.FOLDER, f"owner-{name}.usage.json"), started)
             if usage.TIMELINE:
                 usage.write_timeline(os.path.join(usage.FOLDER, f"owner-{name}.kernels.json"), owner.timeline)
+        elif listener is not None:
+            listener.close()  # its socket file (os._exit below skips the finalizer)
         sys.stdout.flush()
         sys.stderr.flush()
         try:

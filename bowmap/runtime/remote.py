@@ -41,7 +41,7 @@ import threading
 import time
 import types
 import weakref
-from multiprocessing.connection import Client
+from multiprocessing.connection import Client, Listener
 
 import numpy as np
 
@@ -70,12 +70,13 @@ def _new_process() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_process)
 
-# A channel's first arena, and the least its second: past that it doubles when a batch needs
-# more. The owner registers each arena with NVIDIA's driver, which pins its pages (H200: 4-5 ms
-# for 32 MiB, see bowmap.runtime.pinning), one arena after another whatever the thread. Why two
-# sizes: a host worker's set-up and a small run's chunks fit in 8 MiB (chr20, 10,000 pairs:
-# 2.5-5.7 MB at most), and five workers' 32 MiB arenas held that run's start 60 ms; a chunk of the
-# default 4 Mi bases needs 16-32 MiB (16 grew to 32 in every worker's first chunk).
+# A channel's first arena (unless its first batch needs more), and the least of any later one:
+# past that it doubles when a batch needs more. The owner registers each arena with NVIDIA's
+# driver, which pins its pages (see bowmap.runtime.pinning), one arena after another whatever the
+# thread. Why two sizes: a host worker's set-up and a small run's chunks fit in 8 MiB (chr20,
+# 10,000 pairs: 2.5-5.7 MB at most), and five workers' 32 MiB arenas held that run's start 60 ms
+# (H200); a chunk of the default 4 Mi bases needs 16-32 MiB (16 grew to 32 in every worker's
+# first chunk).
 _FIRST_ARENA_BYTES = 8 << 20
 _ARENA_BYTES = 32 << 20
 _ALIGN = 64
@@ -149,8 +150,15 @@ def _connect(address, authkey: bytes, pid: int | None):
             # small run's workers 14-50 ms each on an H200).
             time.sleep(pause)
             pause = min(2 * pause, 0.01)
-        except (EOFError, ConnectionResetError):  # it died while its greeting was awaited
+        except (EOFError, ConnectionError):  # it died while its greeting was awaited
             raise BowmapError("the device owner process stopped before it answered") from None
+
+
+def listening(address, authkey: bytes) -> Listener:
+    """A DeviceOwner's listener at ``address`` (made before the owner where clients may come
+    first: see bowmap.runtime.owner_process); clients that connect before it accepts wait in
+    its backlog, room for a host worker a core and more."""
+    return Listener(address, family="AF_UNIX", authkey=authkey, backlog=max(64, 2 * (os.cpu_count() or 1)))
 
 
 def _alive(pid: int) -> bool:
@@ -214,7 +222,10 @@ class _Channel:
         return offset
 
     def _grow(self, needed: int) -> None:
-        size = max(needed, _FIRST_ARENA_BYTES) if self.arena is None else max(_ARENA_BYTES, needed, 2 * len(self.arena))
+        if self.arena is None and needed <= _FIRST_ARENA_BYTES:
+            size = _FIRST_ARENA_BYTES
+        else:  # a first batch larger than the first arena gets what a second would
+            size = max(_ARENA_BYTES, needed, 2 * (len(self.arena) if self.arena is not None else 0))
         arena, name, forget = _arena_file(size)
         if self.arena is not None:
             arena[: self.used] = self.arena[: self.used]  # this batch's uploads so far
@@ -297,10 +308,11 @@ def _mapped(descriptor: int, size: int) -> mmap.mmap | None:
 
 def _allocate(descriptor: int, size: int) -> bool:
     """Give an arena's file its pages now, in this host worker; False where there is no room.
-    Why: not in the owner's loop, where NVIDIA's driver would allocate them while registering the
-    arena (see DeviceOwner._map; H200, 32 MiB: 12.9-17.4 ms a sparse file, 9.9-12.7 ms an
-    allocated one, the rest being the owner's page tables, which populating its mapping first
-    does not shorten), nor as a SIGBUS at a write into a full /dev/shm."""
+    Why: not in the owner, where NVIDIA's driver would allocate them while registering the arena
+    (see DeviceOwner._map; H200, 32 MiB: 12.9-17.4 ms a sparse file, 9.9-12.7 ms an allocated
+    one, measured in the owner's loop before registrations moved to threads of their own, the
+    rest being the owner's page tables, which populating its mapping first does not shorten),
+    nor as a SIGBUS at a write into a full /dev/shm."""
     try:
         os.posix_fallocate(descriptor, 0, size)
     except AttributeError:

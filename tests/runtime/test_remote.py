@@ -39,6 +39,23 @@ def owner_and_client(device, shared, register_arenas=None):
     return owner, RemoteDevice(device.info, *owner.endpoint)
 
 
+def arena_settled(owner, remote) -> None:
+    """This thread's arena made (a batch with bytes) and, where the owner registers arenas, its
+    registration done: the batches after run registered (one arrives in a thread of its own)."""
+    import pyopencl as cl
+
+    from bowmap.runtime.devices import make_buffer, read_back
+
+    data = np.arange(1024, dtype=np.int32)
+    buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
+    queue = remote.queue()
+    queue.copy(buffer, data, is_blocking=False)
+    back = np.empty_like(data)
+    read_back(queue, back, buffer)
+    np.testing.assert_array_equal(back, data)
+    owner.pinning.wait()
+
+
 # Both ways of serving a batch: arenas registered with the driver (NVIDIA's default: the batch
 # queued at once, waited for at its end) or not (each copy after its queue is idle).
 @pytest.mark.parametrize("register_arenas", [False, True], ids=["pageable", "registered"])
@@ -53,6 +70,7 @@ def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(d
                              device_memory=1 << 16)
     owner, remote = owner_and_client(device, lambda owned: owner_shared_buffers(index, owned), register_arenas)
     try:
+        arena_settled(owner, remote)
         local_blocks = [DeviceBlock(device, block) for block in index.blocks]
         remote_blocks = [DeviceBlock.of_owner(remote, number, block) for number, block in enumerate(index.blocks)]
         lengths = rng.integers(1, 40, size=257)
@@ -88,6 +106,10 @@ def test_fm_search_and_smith_waterman_through_an_owner_equal_the_device_itself(d
         for expected, got in zip(*results):
             for a, b in zip(expected, got):
                 np.testing.assert_array_equal(a, b)
+        # every batch after the arena's first in the way asked for (its first registered only if
+        # its registration came at once)
+        kinds = owner.batches
+        assert (kinds["pageable"] <= 1 < 4 <= kinds["registered"]) if register_arenas else (kinds["registered"] == 0 < 5 <= kinds["pageable"]), kinds
     finally:
         owner.close()
 
@@ -151,21 +173,31 @@ def test_an_owner_whose_set_up_failed_answers_every_request_with_its_error(devic
         owner.close()
 
 
-def test_a_program_is_answered_while_the_owner_still_uploads_and_a_batch_once_it_has(device):
-    uploading = threading.Event()
+def test_a_program_is_answered_once_the_context_is_open_while_the_owner_still_uploads_and_a_batch_once_it_has(device):
+    from bowmap.runtime.owner import DeviceOwner
+
+    opening, uploading = threading.Event(), threading.Event()
     release = threading.Event()
+
+    def slow_context():
+        assert opening.wait(30)
+        return device
 
     def slow_upload(_):
         uploading.set()
         assert release.wait(30)
         return {}
 
-    owner, remote = owner_and_client(device, slow_upload)
+    owner = DeviceOwner(slow_context, slow_upload)
+    remote = RemoteDevice(device.info, *owner.endpoint)
     try:
-        assert uploading.wait(30)
         programs, done = [], []
         asking = threading.Thread(target=lambda: programs.append(remote.program("align/fm_search.cl")))
         asking.start()
+        asking.join(0.3)
+        assert not programs  # asked before the context is open: it waits
+        opening.set()
+        assert uploading.wait(30)
         asking.join(10)
         assert programs and programs[0].facts  # answered while the upload still runs
         batch = threading.Thread(target=lambda: done.append(remote.queue().wait_idle()))
@@ -360,6 +392,22 @@ def test_buffers_are_made_with_their_batch_and_dropped_once_released_whatever_th
         owner.close()
 
 
+def copied_back(remote, rng, words: int) -> bool:
+    """Whether ``words`` random int32s copied to a buffer of ``remote`` come back the same (one
+    batch of this thread, there and back)."""
+    import pyopencl as cl
+
+    from bowmap.runtime.devices import make_buffer, read_back
+
+    data = rng.integers(0, 2**31, size=words, dtype=np.int32)
+    buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
+    queue = remote.queue()
+    queue.copy(buffer, data, is_blocking=False)
+    back = np.empty_like(data)
+    read_back(queue, back, buffer)
+    return bool(np.array_equal(back, data))
+
+
 @pytest.mark.parametrize("register_arenas", [False, True], ids=["pageable", "registered"])
 def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, register_arenas, monkeypatch):
     """A batch whose bytes outgrow the thread's arena (8 MiB at first, then at least 32, then
@@ -385,7 +433,72 @@ def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, regist
             np.testing.assert_array_equal(back, data)
         # each batch copies its words there and back: 8 MiB, 40 and 72 (and alignment)
         assert sizes == [8 << 20, 32 << 20, 64 << 20, 128 << 20]
+        # a first batch larger than the first arena gets at least what a second would (32 MiB):
+        # 20 MiB there, then 40 in all
+        other = []
+        worker = threading.Thread(target=lambda: other.append(copied_back(remote, rng, 5 << 20)))
+        worker.start()
+        worker.join()
+        assert other == [True] and sizes[4:] == [32 << 20, 64 << 20]
+        del sizes[4:]
+        # the same again in the last arena, once registered (where asked): every batch so
+        owner.pinning.wait()
+        before = dict(owner.batches)
+        for words in (1 << 20, 5 << 20, 9 << 20):
+            data = rng.integers(0, 2**31, size=words, dtype=np.int32)
+            buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
+            queue.copy(buffer, data, is_blocking=False)
+            back = np.empty_like(data)
+            read_back(queue, back, buffer)
+            np.testing.assert_array_equal(back, data)
+        kind = "registered" if register_arenas else "pageable"
+        assert owner.batches[kind] - before[kind] == 3 and len(sizes) == 4
     finally:
+        owner.close()
+
+
+def test_an_arena_replaced_while_its_registration_ran_keeps_its_buffer_and_the_next_is_used_registered(device, monkeypatch):
+    """DeviceOwner._pinned: a registration that ends after its arena was replaced (a batch needing
+    more) goes with the departed arenas; the new arena's is the client's, and copies stay whole."""
+    import pyopencl as cl
+
+    from bowmap.runtime import pinning
+    from bowmap.runtime.devices import make_buffer, read_back
+
+    release, register, made = threading.Event(), pinning.register, []
+
+    def slow_first(context, arena):
+        if not made:
+            made.append(None)
+            assert release.wait(30)
+        registered = register(context, arena)
+        made.append(registered)
+        return registered
+
+    monkeypatch.setattr(pinning, "register", slow_first)
+    owner, remote = owner_and_client(device, lambda owned: {}, register_arenas=True)
+    try:
+        queue = remote.queue()
+        rng = np.random.default_rng(11)
+        for words in (1 << 10, 3 << 20):  # 4 KiB in the first arena, then 24 MiB there and back: a second
+            data = rng.integers(0, 2**31, size=words, dtype=np.int32)
+            buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
+            queue.copy(buffer, data, is_blocking=False)
+            back = np.empty_like(data)
+            read_back(queue, back, buffer)
+            np.testing.assert_array_equal(back, data)
+        owner.pinning.wait(1)  # the second arena's registration, not held
+        release.set()
+        owner.pinning.wait()
+        first, second = made[2], made[1]  # the second arena's ended first
+        assert len(first.arena) == 8 << 20 and len(second.arena) >= 32 << 20
+        assert any(kept is first for kept in owner._departed)
+        before = owner.batches["registered"]
+        read_back(queue, back, buffer)
+        np.testing.assert_array_equal(back, data)
+        assert owner.batches["registered"] == before + 1
+    finally:
+        release.set()
         owner.close()
 
 
@@ -470,11 +583,13 @@ def test_an_owner_process_given_no_work_stops_when_closed():
     assert owner.process.is_alive() and owner.set_up_seconds == {}
     owner.close()
     assert owner.process.exitcode == 0
+    assert not os.path.exists(owner.address)  # it listened from its start: its socket file is gone
     # Closed without waiting (a run whose layout needed no owner): left to end on its own.
     owner = OwnerProcess(start_method="fork")
     owner.close(wait=False)
     owner.process.join(timeout=10)
     assert owner.process.exitcode == 0
+    assert not os.path.exists(owner.address)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
@@ -681,7 +796,7 @@ def test_an_arena_gets_its_pages_when_made_and_where_its_folder_is_full_lives_in
     try:
         rng = np.random.default_rng(7)
         queue = remote_device.queue()
-        for words in (1 << 16, 9 << 20):  # the second outgrows the first arena (32 MiB)
+        for words in (1 << 16, 9 << 20):  # the second outgrows the first arena (8 MiB)
             data = rng.integers(0, 2**31, size=words, dtype=np.int32)
             buffer = make_buffer(remote_device.context, 1, size=data.nbytes)
             queue.copy(buffer, data, is_blocking=False)
