@@ -413,24 +413,14 @@ def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, regist
     """A batch whose bytes outgrow the thread's arena (8 MiB at first, then at least 32, then
     doubling) gets a new one, mapped (and registered) in place of the old, which is closed; its
     copies come back whole."""
-    import pyopencl as cl
-
     from bowmap.runtime import remote as remote_module
-    from bowmap.runtime.devices import make_buffer, read_back
 
     sizes, make = [], remote_module._arena_file
     monkeypatch.setattr(remote_module, "_arena_file", lambda size: (sizes.append(size), make(size))[1])
     owner, remote = owner_and_client(device, lambda owned: {}, register_arenas)
     try:
-        queue = remote.queue()
         rng = np.random.default_rng(5)
-        for words in (1 << 20, 5 << 20, 9 << 20):  # 4, 20 and 36 MiB
-            data = rng.integers(0, 2**31, size=words, dtype=np.int32)
-            buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
-            queue.copy(buffer, data, is_blocking=False)
-            back = np.empty_like(data)
-            read_back(queue, back, buffer)
-            np.testing.assert_array_equal(back, data)
+        assert all(copied_back(remote, rng, words) for words in (1 << 20, 5 << 20, 9 << 20))  # 4, 20 and 36 MiB
         # each batch copies its words there and back: 8 MiB, 40 and 72 (and alignment)
         assert sizes == [8 << 20, 32 << 20, 64 << 20, 128 << 20]
         # a first batch larger than the first arena gets at least what a second would (32 MiB):
@@ -444,13 +434,7 @@ def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, regist
         # the same again in the last arena, once registered (where asked): every batch so
         owner.pinning.wait()
         before = dict(owner.batches)
-        for words in (1 << 20, 5 << 20, 9 << 20):
-            data = rng.integers(0, 2**31, size=words, dtype=np.int32)
-            buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
-            queue.copy(buffer, data, is_blocking=False)
-            back = np.empty_like(data)
-            read_back(queue, back, buffer)
-            np.testing.assert_array_equal(back, data)
+        assert all(copied_back(remote, rng, words) for words in (1 << 20, 5 << 20, 9 << 20))
         kind = "registered" if register_arenas else "pageable"
         assert owner.batches[kind] - before[kind] == 3 and len(sizes) == 4
     finally:
