@@ -94,7 +94,6 @@ class DeviceOwner:
         self._context = None  # the device once its context is open (self.device: once set up)
         self.set_up_seconds: dict[str, float] = {}
         self._ready = threading.Event()
-        self._opened = threading.Event()  # the context is open (set-up's upload may still run)
         self._error: BaseException | None = None
         self._buffers: dict = {}
         self._queues: dict = {}
@@ -131,7 +130,6 @@ class DeviceOwner:
             opened = time.perf_counter()
             usage.mark("owner context")
             self._context = device
-            self._opened.set()
             self._wake()  # its requests may start (see _may_start)
             buffers = shared(device)
             usage.mark("owner uploaded")
@@ -144,7 +142,6 @@ class DeviceOwner:
         except BaseException as error:  # noqa: BLE001 - every request answers with it
             self._error = error
         finally:
-            self._opened.set()
             self._ready.set()
             self._wake()
 
@@ -153,7 +150,7 @@ class DeviceOwner:
         once the context is open, the rest once the shared buffers are uploaded too. Why: host
         workers' first program was built after the upload (H200, chr20: 12 ms of a run's start)."""
         kind = request[0]
-        return kind == "hello" or self._ready.is_set() or (kind in _OF_THE_CONTEXT and self._opened.is_set())
+        return kind == "hello" or self._ready.is_set() or (kind in _OF_THE_CONTEXT and self._context is not None)
 
     def wait_ready(self):
         """The owner's device once set up; raises its set-up's error."""
@@ -229,11 +226,10 @@ class DeviceOwner:
                     else:
                         early.append((client, request))
                     moved = True
-                if early and self._opened.is_set():
-                    for client, request in [item for item in early if self._may_start(item[1])]:
-                        early.remove((client, request))
-                        self._start(client, request, waiting)
-                        moved = True
+                for client, request in [item for item in early if self._may_start(item[1])]:
+                    early.remove((client, request))
+                    self._start(client, request, waiting)
+                    moved = True
                 for client in list(waiting):
                     with usage.timed("loop: event polls"):
                         status = client.event.command_execution_status

@@ -26,16 +26,24 @@ log = logging.getLogger("bowmap.runtime.pinning")
 _READ_WRITE_USE_HOST_PTR = (1 << 0) | (1 << 3)  # CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR
 
 
-@functools.lru_cache(maxsize=1)
-def _create_buffer():
-    """clCreateBuffer of the OpenCL loader pyopencl is linked with (found from its extension
-    module), else the system's; None where neither is found."""
+def _loaders():
+    """The OpenCL loader pyopencl is linked with (reached through its extension module), then
+    the system's where there is one."""
     import pyopencl._cl
 
-    for library in (pyopencl._cl.__file__, None):
+    yield pyopencl._cl.__file__
+    system = ctypes.util.find_library("OpenCL")  # (runs ldconfig: only where the first fails)
+    if system:
+        yield system
+
+
+@functools.lru_cache(maxsize=1)
+def _create_buffer():
+    """clCreateBuffer of the first of :func:`_loaders` that has it; None where none has."""
+    for path in _loaders():
         try:
-            function = ctypes.CDLL(library if library is not None else ctypes.util.find_library("OpenCL")).clCreateBuffer
-        except (OSError, AttributeError, TypeError):  # (find_library found none: CDLL(None) has no such symbol)
+            function = ctypes.CDLL(path).clCreateBuffer
+        except (OSError, AttributeError):
             continue
         function.restype = ctypes.c_void_p
         function.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int32)]

@@ -42,17 +42,7 @@ def owner_and_client(device, shared, register_arenas=None):
 def arena_settled(owner, remote) -> None:
     """This thread's arena made (a batch with bytes) and, where the owner registers arenas, its
     registration done: the batches after run registered (one arrives in a thread of its own)."""
-    import pyopencl as cl
-
-    from bowmap.runtime.devices import make_buffer, read_back
-
-    data = np.arange(1024, dtype=np.int32)
-    buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
-    queue = remote.queue()
-    queue.copy(buffer, data, is_blocking=False)
-    back = np.empty_like(data)
-    read_back(queue, back, buffer)
-    np.testing.assert_array_equal(back, data)
+    assert copied_back(remote, np.random.default_rng(0), 1024)
     owner.pinning.wait()
 
 
@@ -444,10 +434,7 @@ def test_copies_larger_than_the_arena_grow_it_and_come_back_whole(device, regist
 def test_an_arena_replaced_while_its_registration_ran_keeps_its_buffer_and_the_next_is_used_registered(device, monkeypatch):
     """DeviceOwner._pinned: a registration that ends after its arena was replaced (a batch needing
     more) goes with the departed arenas; the new arena's is the client's, and copies stay whole."""
-    import pyopencl as cl
-
     from bowmap.runtime import pinning
-    from bowmap.runtime.devices import make_buffer, read_back
 
     release, register, made = threading.Event(), pinning.register, []
 
@@ -462,15 +449,9 @@ def test_an_arena_replaced_while_its_registration_ran_keeps_its_buffer_and_the_n
     monkeypatch.setattr(pinning, "register", slow_first)
     owner, remote = owner_and_client(device, lambda owned: {}, register_arenas=True)
     try:
-        queue = remote.queue()
         rng = np.random.default_rng(11)
-        for words in (1 << 10, 3 << 20):  # 4 KiB in the first arena, then 24 MiB there and back: a second
-            data = rng.integers(0, 2**31, size=words, dtype=np.int32)
-            buffer = make_buffer(remote.context, cl.mem_flags.READ_WRITE, size=data.nbytes)
-            queue.copy(buffer, data, is_blocking=False)
-            back = np.empty_like(data)
-            read_back(queue, back, buffer)
-            np.testing.assert_array_equal(back, data)
+        # 4 KiB there and back in the first arena, then 24 MiB: a second
+        assert copied_back(remote, rng, 1 << 10) and copied_back(remote, rng, 3 << 20)
         owner.pinning.wait(1)  # the second arena's registration, not held
         release.set()
         owner.pinning.wait()
@@ -478,8 +459,7 @@ def test_an_arena_replaced_while_its_registration_ran_keeps_its_buffer_and_the_n
         assert len(first.arena) == 8 << 20 and len(second.arena) >= 32 << 20
         assert any(kept is first for kept in owner._departed)
         before = owner.batches["registered"]
-        read_back(queue, back, buffer)
-        np.testing.assert_array_equal(back, data)
+        assert copied_back(remote, rng, 1 << 10)
         assert owner.batches["registered"] == before + 1
     finally:
         release.set()
